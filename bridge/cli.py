@@ -1,0 +1,135 @@
+"""The `dlq-bridge` command line: run the service and operate it.
+
+Exit codes: 0 success, 1 a check or operation failed, 2 bad configuration or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from bridge.errors import ConfigError
+from bridge.settings import Settings, load_settings
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+
+EPILOG = """examples:
+  dlq-bridge demo                         # sample dead letters through the pipeline, cards on stdout
+  dlq-bridge run                          # the service (embedded Redis, console sink)
+  dlq-bridge run --config bridge.toml     # with your Redis, OpenClaw and sinks
+  DLQ_BRIDGE_CONFIG=bridge.toml dlq-bridge check
+
+exit codes: 0 ok, 1 failed, 2 bad configuration or usage
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dlq-bridge",
+        description="Dead letters in, actionable alerts out.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", type=Path, help="TOML config file (default: $DLQ_BRIDGE_CONFIG)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    for name, (help_text, add_args) in COMMANDS.items():
+        sub = commands.add_parser(name, help=help_text, description=help_text,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        add_args(sub)
+    return parser
+
+
+def _no_args(_parser: argparse.ArgumentParser) -> None:
+    return None
+
+
+def _run_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", help="listen address (default: server.host)")
+    parser.add_argument("--port", type=int, help="listen port (default: server.port)")
+
+
+def _demo_args(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = "Seeds sample dead letters of every shape and drains them once; exits 0."
+
+
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "run": ("serve /healthz and /metrics and run the pipeline until SIGTERM", _run_args),
+    "demo": ("push sample dead letters into Redis and run the pipeline once", _demo_args),
+}
+
+
+def setup_logging(verbose: bool, level: str = "info") -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"config error: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
+    setup_logging(args.verbose, settings.server.log_level)
+    handler = HANDLERS[args.command]
+    try:
+        return handler(settings, args)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from bridge.app import create_app
+
+    host = args.host or settings.server.host
+    port = args.port if args.port is not None else settings.server.port
+    config = uvicorn.Config(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=settings.server.log_level,
+        timeout_graceful_shutdown=int(settings.server.grace_s),
+        access_log=False,
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    server.run()
+    return EXIT_OK if server.started else EXIT_FAILED
+
+
+def cmd_demo(settings: Settings, _args: argparse.Namespace) -> int:
+    return asyncio.run(_demo(settings))
+
+
+async def _demo(settings: Settings) -> int:
+    from bridge.demo import seed
+    from bridge.runtime import open_runtime
+
+    async with open_runtime(settings) as runtime:
+        pushed = await seed(runtime.redis)
+        print(f"demo: pushed {pushed} sample dead letters; draining…", file=sys.stderr)
+        await runtime.pipeline.run(asyncio.Event(), burst=True)
+        print(f"demo: {runtime.pipeline.processed} alerts sent; DLQs are empty.", file=sys.stderr)
+    return EXIT_OK
+
+
+HANDLERS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
+    "run": cmd_run,
+    "demo": cmd_demo,
+}

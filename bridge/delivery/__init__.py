@@ -1,0 +1,1 @@
+"""Delivery: routing, retries, the ledger and undeliverable records."""

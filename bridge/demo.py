@@ -1,0 +1,49 @@
+"""Sample dead letters of every shape, for `dlq-bridge demo`."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import redis.asyncio as redis
+
+DEMO_QUEUES = ("dead_letter:demo-emails", "dead_letter:demo-payments", "dead_letter:demo-imports")
+
+
+def sample_entries() -> list[tuple[str, bytes]]:
+    """(DLQ key, raw bytes) pairs: envelope, reliable-queue, garbage, secrets, array."""
+    now = time.time()
+    envelope = {
+        "queue": "demo-payments",
+        "job_id": "pay-20931",
+        "job_name": "charge_card",
+        "attempts": 5,
+        "correlation_id": "req-7f3a9c",
+        "last_error": "TimeoutError: POST https://psp.example/charges timed out after 30s",
+        "first_failed_at": now - 600,
+        "payload_excerpt": '{"amount": 4200, "currency": "EUR"}',
+    }
+    reliable = {"task_id": "t-5521", "job_type": "send_welcome_email", "params": {"user_id": 42}, "attempts": 3}
+    secrets = {
+        "queue": "demo-imports",
+        "job_id": "imp-88",
+        "job_name": "import_contacts",
+        "attempts": 2,
+        "last_error": "HTTP 401 Unauthorized from https://crm.example (api_key=sk_live_abcdefghijklmnop)",
+        "payload_excerpt": json.dumps({"password": "hunter2", "url": "https://user:pw@crm.example"}),
+    }
+    return [
+        ("dead_letter:demo-payments", json.dumps(envelope).encode()),
+        ("dead_letter:demo-emails", json.dumps(reliable).encode()),
+        ("dead_letter:demo-emails", b"\x80\x81 not json at all \xff"),
+        ("dead_letter:demo-imports", json.dumps(secrets).encode()),
+        ("dead_letter:demo-imports", json.dumps([1, 2, 3]).encode()),
+    ]
+
+
+async def seed(client: redis.Redis) -> int:
+    """LPUSH the samples the way producers do; returns how many were pushed."""
+    entries = sample_entries()
+    for key, raw in entries:
+        await client.lpush(key, raw)
+    return len(entries)

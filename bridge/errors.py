@@ -1,0 +1,66 @@
+"""One small exception tree for the whole bridge.
+
+    BridgeError
+     ├── ConfigError            bad configuration (one message per problem)
+     ├── SourceError            a DLQ source could not be read or written
+     ├── SummaryError           the summarizer could not produce a summary
+     └── SinkError              a delivery attempt failed
+          ├── SinkRetryable     408/425/429/5xx, timeouts, connection errors
+          └── SinkPermanent     anything else (400, 401, 404, 410, ...)
+
+Messages never contain secrets: sink errors name the sink and the HTTP status,
+never the URL or a key.
+"""
+
+from __future__ import annotations
+
+
+class BridgeError(Exception):
+    """Base of every error the bridge raises on purpose."""
+
+
+class ConfigError(BridgeError):
+    """Configuration is invalid; `problems` has one human-readable line each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+class SourceError(BridgeError):
+    """A dead-letter source failed."""
+
+
+class SummaryError(BridgeError):
+    """The summarizer failed; `reason` is the fallback reason to record."""
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        self.reason = reason
+        super().__init__(message or reason)
+
+
+class SinkError(BridgeError):
+    """A delivery attempt to a sink failed."""
+
+    def __init__(
+        self,
+        sink: str,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> None:
+        self.sink = sink
+        self.status = status
+        self.retry_after_s = retry_after_s
+        self.idempotency_key = idempotency_key
+        super().__init__(f"sink {sink}: {message}")
+
+
+class SinkRetryable(SinkError):
+    """Worth another attempt (after `retry_after_s` when the server said so)."""
+
+
+class SinkPermanent(SinkError):
+    """Another attempt would fail the same way."""

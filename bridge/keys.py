@@ -1,0 +1,78 @@
+"""Every Redis key name the bridge uses, in one place (DESIGN section 2)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PREFIX = "dlq_bridge"
+DLQ_PREFIX = "dead_letter:"
+UNDELIVERABLE = f"{PREFIX}:undeliverable"
+PROCESSING_MATCH = f"{PREFIX}:processing:*"
+
+CONSUMER_ID_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def has_hash_tag(key: str) -> bool:
+    """True when Redis Cluster would hash `key` by a `{tag}` inside it."""
+    start = key.find("{")
+    if start < 0:
+        return False
+    end = key.find("}", start + 1)
+    return end > start + 1
+
+
+def source_ref(source_key: str) -> str:
+    """`{source}` so derived keys share the source's cluster slot."""
+    return source_key if has_hash_tag(source_key) else "{" + source_key + "}"
+
+
+def source_from_ref(ref: str) -> str:
+    """Inverse of `source_ref`: strip the outer braces of an exact `{…}` ref."""
+    if ref.startswith("{") and ref.endswith("}") and ref.count("{") == 1 and ref.count("}") == 1:
+        return ref[1:-1]
+    return ref
+
+
+def processing(source_key: str, consumer: str) -> str:
+    return f"{PREFIX}:processing:{source_ref(source_key)}:{consumer}"
+
+
+def alerted(source_key: str) -> str:
+    return f"{PREFIX}:alerted:{source_ref(source_key)}"
+
+
+def heartbeat(consumer: str) -> str:
+    return f"{PREFIX}:consumer:{consumer}"
+
+
+def delivered(sink: str, idempotency_key: str, digest: str) -> str:
+    return f"{PREFIX}:delivered:{sink}:{idempotency_key}:{digest}"
+
+
+def summary(fingerprint: str) -> str:
+    return f"{PREFIX}:summary:{fingerprint}"
+
+
+@dataclass(frozen=True)
+class ProcessingKey:
+    """A parsed `dlq_bridge:processing:<source ref>:<consumer>` key."""
+
+    source_key: str
+    consumer: str
+
+
+def parse_processing(key: str) -> ProcessingKey | None:
+    """Split a processing key at its last `:`; None when it is not one."""
+    head = f"{PREFIX}:processing:"
+    if not key.startswith(head):
+        return None
+    ref, sep, consumer = key[len(head) :].rpartition(":")
+    if not sep or not ref or not CONSUMER_ID_RE.match(consumer):
+        return None
+    return ProcessingKey(source_key=source_from_ref(ref), consumer=consumer)
+
+
+def queue_of(source_key: str) -> str:
+    """The queue name a DLQ key stands for: the key without `dead_letter:`."""
+    return source_key.removeprefix(DLQ_PREFIX)

@@ -1,0 +1,86 @@
+"""Prometheus metrics, held by one object built at start and passed down.
+
+Each Metrics owns its own CollectorRegistry, so tests and several bridges in
+one process never collide.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class Metrics:
+    """Every metric the bridge exports (names are part of the operator contract)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.dlq_depth = Gauge(
+            "dlq_bridge_dlq_depth", "Entries waiting in each DLQ", ["source"], registry=r
+        )
+        self.processing_depth = Gauge(
+            "dlq_bridge_processing_depth", "Entries claimed and not finished", registry=r
+        )
+        self.entries = Counter(
+            "dlq_bridge_entries_total",
+            "Dead letters finished, by outcome (alerted, poison, error)",
+            ["outcome"],
+            registry=r,
+        )
+        self.entry_seconds = Histogram(
+            "dlq_bridge_entry_seconds",
+            "Claim to finish, per entry",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.summaries = Counter(
+            "dlq_bridge_summaries_total",
+            "Summaries by source (openclaw, cache, fallback) and fallback reason",
+            ["source", "reason"],
+            registry=r,
+        )
+        self.gateway_seconds = Histogram(
+            "dlq_bridge_gateway_request_seconds",
+            "OpenClaw gateway call latency, by outcome",
+            ["outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.gateway_circuit_open = Gauge(
+            "dlq_bridge_gateway_circuit_open", "1 while the gateway circuit is open", registry=r
+        )
+        self.deliveries = Counter(
+            "dlq_bridge_deliveries_total",
+            "Final delivery outcomes by sink (delivered, duplicate, undeliverable)",
+            ["sink", "outcome"],
+            registry=r,
+        )
+        self.delivery_attempts = Counter(
+            "dlq_bridge_delivery_attempts_total",
+            "Delivery attempts by sink and outcome (ok, retryable, permanent)",
+            ["sink", "outcome"],
+            registry=r,
+        )
+        self.delivery_seconds = Histogram(
+            "dlq_bridge_delivery_seconds",
+            "Time to a final delivery outcome, by sink",
+            ["sink"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.undeliverable_depth = Gauge(
+            "dlq_bridge_undeliverable_depth", "Records in dlq_bridge:undeliverable", registry=r
+        )
+        self.reaped = Counter(
+            "dlq_bridge_reaped_entries_total",
+            "Entries returned to their DLQ from processing lists (own recovery or reaper)",
+            registry=r,
+        )
+        self.loop_tick = Gauge(
+            "dlq_bridge_loop_tick_timestamp_seconds", "Last tick of the main loop", registry=r
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,236 @@
+"""The pipeline loop: claim → normalize → summarize → dispatch → finish.
+
+One claimer takes entries only while a worker slot is free, so in-flight work
+(and memory) is bounded by `sources.concurrency`. Upkeep loops (heartbeat,
+rescan, reaper) log their errors and keep going.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from redis.exceptions import RedisError
+
+from bridge.delivery.dispatcher import Dispatcher
+from bridge.envelope import normalize, raw_digest
+from bridge.health import Health, Status
+from bridge.metrics import Metrics
+from bridge.models import Alert, DeadLetter
+from bridge.settings import SourcesSettings
+from bridge.sources.base import Claimed
+from bridge.sources.redis_list import RedisListSource
+from bridge.summarize.base import Summarizer
+
+log = logging.getLogger(__name__)
+
+REDIS_ERRORS = (RedisError, OSError)
+MAX_BACKOFF_S = 5.0
+
+
+@dataclass
+class Backoff:
+    """Doubling pause for loops that wait out a Redis outage."""
+
+    delay: float = 0.1
+
+    async def wait(self) -> None:
+        await asyncio.sleep(self.delay)
+        self.delay = min(self.delay * 2, MAX_BACKOFF_S)
+
+    def reset(self) -> None:
+        self.delay = 0.1
+
+
+class Pipeline:
+    """Drains the DLQs until `stop` is set (or, in burst mode, until they are empty)."""
+
+    def __init__(
+        self,
+        source: RedisListSource,
+        summarizer: Summarizer,
+        dispatcher: Dispatcher,
+        settings: SourcesSettings,
+        metrics: Metrics,
+        health: Health,
+        runbook_url: Callable[[str], str | None] = lambda _hint: None,
+    ) -> None:
+        self._source = source
+        self._summarizer = summarizer
+        self._dispatcher = dispatcher
+        self._settings = settings
+        self._metrics = metrics
+        self._health = health
+        self._runbook_url = runbook_url
+        self._slots = asyncio.Semaphore(settings.concurrency)
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self.processed = 0
+        self.last_tick = time.monotonic()
+
+    async def run(self, stop: asyncio.Event, *, burst: bool = False) -> None:
+        """Claim until `stop`; then wait for in-flight entries (the caller bounds the wait)."""
+        await self._start()
+        upkeep = [
+            asyncio.create_task(self._every(self._settings.heartbeat_interval_s, self._source.heartbeat, stop)),
+            asyncio.create_task(self._every(self._settings.rescan_interval_s, self._rescan, stop)),
+            asyncio.create_task(self._every(self._settings.reap_interval_s, self._source.reap, stop)),
+        ]
+        try:
+            await self._claim_loop(stop, burst)
+            await self.drain_in_flight()
+        finally:
+            for task in upkeep:
+                task.cancel()
+            await asyncio.gather(*upkeep, return_exceptions=True)
+
+    async def _start(self) -> None:
+        backoff = Backoff()
+        while True:
+            try:
+                await self._source.heartbeat()
+                recovered = await self._source.recover_own()
+                await self._rescan()
+                break
+            except REDIS_ERRORS as exc:
+                self._redis_down(exc)
+                await backoff.wait()
+        if recovered:
+            self._metrics.reaped.inc(recovered)
+            log.info("returned %d entries from a previous run to their DLQs", recovered)
+
+    async def _claim_loop(self, stop: asyncio.Event, burst: bool) -> None:
+        backoff = Backoff()
+        while await self._acquire_slot(stop):
+            try:
+                claimed = await self._source.claim()
+            except REDIS_ERRORS as exc:
+                self._slots.release()
+                self._redis_down(exc)
+                await backoff.wait()
+                continue
+            self._tick()
+            backoff.reset()
+            if claimed is None:
+                self._slots.release()
+                if burst and not self._in_flight and await self._all_empty():
+                    return
+                continue
+            task = asyncio.create_task(self._process_and_release(claimed))
+            self._in_flight.add(task)
+            task.add_done_callback(self._in_flight.discard)
+
+    async def _acquire_slot(self, stop: asyncio.Event) -> bool:
+        """Wait for a free worker slot, ticking while busy; False once `stop` is set."""
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(self._slots.acquire(), timeout=1.0)
+            except TimeoutError:
+                self.last_tick = time.monotonic()
+                continue
+            if stop.is_set():
+                self._slots.release()
+                return False
+            return True
+        return False
+
+    async def drain_in_flight(self) -> None:
+        if self._in_flight:
+            await asyncio.gather(*list(self._in_flight), return_exceptions=True)
+
+    async def _all_empty(self) -> bool:
+        await self._rescan()
+        return sum((await self._source.depths()).values()) == 0
+
+    async def _process_and_release(self, claimed: Claimed) -> None:
+        try:
+            await self._process_until_done(claimed)
+        finally:
+            self._slots.release()
+
+    async def _process_until_done(self, claimed: Claimed) -> None:
+        backoff = Backoff()
+        while True:
+            try:
+                await self.process(claimed)
+                return
+            except REDIS_ERRORS as exc:  # the entry stays claimed; the ledger stops re-sends
+                self._redis_down(exc)
+                await backoff.wait()
+            except Exception as exc:
+                log.exception("pipeline error on an entry of %s; recording it", claimed.source_key)
+                await self._record_pipeline_error(claimed, exc)
+                return
+
+    async def _record_pipeline_error(self, claimed: Claimed, exc: Exception) -> None:
+        record = {
+            "sink": "pipeline",
+            "error": f"pipeline error: {type(exc).__name__}",
+            "source_key": claimed.source_key,
+            "raw_digest": raw_digest(claimed.raw),
+            "at": time.time(),
+        }
+        await self._source.record_undeliverable(json.dumps(record))
+        await self._finish(claimed)
+        self._metrics.entries.labels("error").inc()
+
+    async def process(self, claimed: Claimed) -> None:
+        """One entry end to end; Redis outages are waited out, the entry is kept."""
+        dead_letter = normalize(claimed.raw, claimed.source_key, excerpt_max=self._settings.excerpt_max_bytes)
+        alert = await self._alert_for(dead_letter)
+        await self._dispatcher.dispatch(alert)
+        await self._finish(claimed)
+        outcome = "poison" if dead_letter.parse_error else "alerted"
+        self._metrics.entries.labels(outcome).inc()
+        self._metrics.entry_seconds.observe(time.monotonic() - claimed.claimed_at)
+        self.processed += 1
+
+    async def _alert_for(self, dead_letter: DeadLetter) -> Alert:
+        summary = await self._summarizer.summarize(dead_letter)
+        self._metrics.summaries.labels(summary.source.value, summary.fallback_reason or "").inc()
+        url = self._runbook_url(summary.runbook_hint) if summary.runbook_hint else None
+        return Alert(dead_letter=dead_letter, summary=summary, runbook_url=url)
+
+    async def _finish(self, claimed: Claimed) -> None:
+        backoff = Backoff()
+        while True:
+            try:
+                if not await self._source.finish(claimed):
+                    log.info("entry %s was reaped while in flight; it will be re-processed", claimed.source_key)
+                return
+            except REDIS_ERRORS as exc:
+                self._redis_down(exc)
+                await backoff.wait()
+
+    async def _rescan(self) -> None:
+        await self._source.rescan()
+        for source, depth in (await self._source.depths()).items():
+            self._metrics.dlq_depth.labels(source).set(depth)
+        self._metrics.processing_depth.set(len(self._in_flight))
+
+    async def _every(self, interval: float, job: Callable[[], Awaitable[object]], stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await job()
+                self._health.set("redis", Status.OK)
+            except REDIS_ERRORS as exc:
+                self._redis_down(exc)
+            except Exception:
+                log.exception("upkeep task %s failed; it keeps running", getattr(job, "__name__", job))
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=interval)
+            except TimeoutError:
+                pass
+
+    def _tick(self) -> None:
+        self.last_tick = time.monotonic()
+        self._metrics.loop_tick.set_to_current_time()
+        self._health.set("redis", Status.OK)
+        self._health.set("loop", Status.OK)
+
+    def _redis_down(self, exc: BaseException) -> None:
+        self._health.set("redis", Status.FAILING, type(exc).__name__)
+        log.warning("Redis unavailable (%s); retrying", type(exc).__name__)

@@ -1,0 +1,90 @@
+"""Secret redaction, applied before anything leaves the process (DESIGN section 3)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+REDACTED = "[REDACTED]"
+MAX_DEPTH = 64
+TOO_DEEP = "[TRUNCATED: nested too deeply]"
+
+# Compared against key names folded to lowercase letters and digits only,
+# so apiKey, API-KEY, api_key and x-api-key all match "apikey".
+_SENSITIVE_PARTS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "authorization",
+    "apikey",
+    "cookie",
+    "creditcard",
+    "cardnumber",
+    "cvv",
+    "privatekey",
+    "accesskey",
+    "sessionid",
+    "signature",
+    "credentials",
+)
+_KEY_NAME = (
+    r"[A-Za-z0-9_.-]*(?:password|passwd|passphrase|secret|token|authorization|api[_-]?key"
+    r"|cookie|credit[_-]?card|card[_-]?number|cvv|private[_-]?key|access[_-]?key"
+    r"|session[_-]?id|signature|credentials)[A-Za-z0-9_.-]*"
+)
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # -----BEGIN RSA PRIVATE KEY----- … -----END RSA PRIVATE KEY-----
+    (
+        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)", re.S),
+        REDACTED,
+    ),
+    # scheme://user:pass@host → scheme://[REDACTED]@host
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@'\"]*:[^/\s@'\"]*@"), rf"\1{REDACTED}@"),
+    # Authorization: Bearer xyz / Basic xyz
+    (re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {REDACTED}"),
+    # "password": "x", password=x, api-key: x, ?token=x
+    (
+        re.compile(
+            rf"(?i)(\"?\b{_KEY_NAME}\"?\s*[=:]\s*)(?!\"?\[REDACTED\])(\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s,;&\"'}})\]]+)"
+        ),
+        rf"\1{REDACTED}",
+    ),
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),  # AWS access key ids
+    (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), REDACTED),  # Slack tokens
+    (re.compile(r"(?i)https://hooks\.slack\.com/[^\s\"'<>]+"), REDACTED),  # Slack webhooks
+    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"), REDACTED),  # GitHub tokens
+    (re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}\b"), REDACTED),  # Stripe
+    (re.compile(r"\bwhsec_[A-Za-z0-9+/=]{10,}"), REDACTED),  # webhook secrets
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+"), REDACTED),  # JWT
+    (re.compile(r"\b(?:\d[ -]?){13,19}\b"), REDACTED),  # card-number-shaped digit runs
+)
+
+
+def is_sensitive_key(name: str) -> bool:
+    folded = re.sub(r"[^a-z0-9]", "", name.lower())
+    return any(part in folded for part in _SENSITIVE_PARTS)
+
+
+def redact_text(text: str) -> str:
+    """Replace token-shaped strings and `key=value` secrets inside free text."""
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def redact_value(value: Any, depth: int = 0) -> Any:
+    """Redact a decoded JSON value: sensitive keys' values and secrets inside strings."""
+    if depth >= MAX_DEPTH:
+        return TOO_DEEP
+    if isinstance(value, dict):
+        return {
+            str(k): REDACTED if is_sensitive_key(str(k)) else redact_value(v, depth + 1)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redact_value(v, depth + 1) for v in value]
+    if isinstance(value, str):
+        return redact_text(value)
+    return value

@@ -1,0 +1,94 @@
+"""The composition root: builds every component once from Settings."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TextIO
+
+import httpx
+import redis.asyncio as redis
+
+from bridge.delivery.dispatcher import Dispatcher
+from bridge.delivery.factory import build_dispatcher
+from bridge.embedded import EmbeddedRedis
+from bridge.health import Health
+from bridge.http import build_http_client
+from bridge.metrics import Metrics
+from bridge.pipeline import Pipeline
+from bridge.redis_client import build_redis
+from bridge.runbooks import RunbookCatalog
+from bridge.settings import Settings
+from bridge.sources.redis_list import RedisListSource
+from bridge.summarize.base import Summarizer
+from bridge.summarize.factory import build_summarizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    redis: redis.Redis
+    http: httpx.AsyncClient
+    metrics: Metrics
+    health: Health
+    runbooks: RunbookCatalog
+    summarizer: Summarizer
+    dispatcher: Dispatcher
+    source: RedisListSource
+    pipeline: Pipeline
+
+
+def redis_url(settings: Settings, stack: contextlib.ExitStack) -> str:
+    """The configured URL, or an embedded server started (and stopped) with the stack."""
+    if settings.redis.url is not None:
+        return settings.redis.url.get_secret_value()
+    embedded = EmbeddedRedis(settings.redis.data_dir, settings.redis.embedded_port)
+    url = embedded.start()
+    stack.callback(embedded.stop)
+    log.info("no [redis] url configured: using embedded Redis at %s", url)
+    return url
+
+
+def runbook_url_builder(settings: Settings, runbooks: RunbookCatalog):  # type: ignore[no-untyped-def]
+    base = settings.runbooks.base_url
+
+    def url_for(hint: str) -> str | None:
+        if not base or runbooks.get(hint) is None:
+            return None
+        return f"{base.rstrip('/')}/{hint}.md"
+
+    return url_for
+
+
+@contextlib.asynccontextmanager
+async def open_runtime(
+    settings: Settings,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    stdout: TextIO | None = None,
+) -> AsyncIterator[Runtime]:
+    """Build, yield and finally close every component."""
+    with contextlib.ExitStack() as stack:
+        url = redis_url(settings, stack)
+        runbooks = RunbookCatalog.load(settings.runbooks.dir)
+        client = build_redis(url, settings.redis, max_connections=settings.sources.concurrency * 2 + 16)
+        http = build_http_client(settings.http, transport)
+        metrics, health = Metrics(), Health()
+        try:
+            summarizer = build_summarizer(settings, runbooks, client, http, metrics, health)
+            dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout)
+            source = RedisListSource(client, settings.sources, settings.redis.consumer_id)
+            pipeline = Pipeline(
+                source, summarizer, dispatcher, settings.sources, metrics, health,
+                runbook_url_builder(settings, runbooks),
+            )
+            yield Runtime(settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline)
+            await dispatcher.aclose()
+            await summarizer.aclose()
+        finally:
+            await http.aclose()
+            await client.aclose()

@@ -1,0 +1,1 @@
+"""Alert sinks: console, Slack, PagerDuty, webhook — one module each."""

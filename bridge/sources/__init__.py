@@ -1,0 +1,1 @@
+"""Dead-letter sources: Redis lists now; streams, BullMQ, Sidekiq, RQ later."""

@@ -1,0 +1,39 @@
+"""The interface every dead-letter source implements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """One entry taken from a DLQ into this consumer's processing list."""
+
+    source_key: str
+    raw: bytes
+    claimed_at: float = field(default=0.0, compare=False)
+
+
+class Source(Protocol):
+    async def claim(self) -> Claimed | None:
+        """Atomically move the next entry into processing; None when all are empty."""
+        ...
+
+    async def finish(self, claimed: Claimed) -> bool:
+        """Atomically move the entry from processing to the archive."""
+        ...
+
+    async def recover_own(self) -> int:
+        """Return this consumer's processing entries to their DLQs (at start)."""
+        ...
+
+    async def reap(self) -> int:
+        """Return the processing entries of consumers whose heartbeat expired."""
+        ...
+
+    async def heartbeat(self) -> None: ...
+
+    async def rescan(self) -> list[str]: ...
+
+    async def depths(self) -> dict[str, int]: ...

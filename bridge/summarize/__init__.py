@@ -1,0 +1,1 @@
+"""Summaries: OpenClaw, the cache, or the static fallback."""

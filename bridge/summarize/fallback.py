@@ -1,0 +1,62 @@
+"""The static summary: built from the error and the runbooks; it cannot fail."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bridge.models import DeadLetter, Severity, Summary, SummarySource
+from bridge.runbooks import RunbookCatalog
+
+_GENERIC_STEPS = ("Inspect the entry with `dlq-bridge peek`", "Fix the cause, then `dlq-bridge redrive`")
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def fallback_title(dl: DeadLetter) -> str:
+    if dl.parse_error:
+        return _cut(f"{dl.queue}: unparseable dead letter ({dl.parse_error})", 120)
+    job = dl.job_name or "job"
+    tries = f"after {dl.attempts} attempts" if dl.attempts is not None else "(attempts unknown)"
+    return _cut(f"{dl.queue}: {job} failed {tries}", 120)
+
+
+def fallback_cause(dl: DeadLetter) -> str:
+    if dl.parse_error:
+        return _cut(
+            f"The dead letter could not be read: {dl.parse_error}. "
+            "The raw entry is kept in the archive for inspection.",
+            500,
+        )
+    if dl.last_error is None:
+        return "No error was recorded for this job: the producer stores none with its dead letters."
+    return _cut(dl.last_error, 500)
+
+
+class FallbackSummarizer:
+    """Summaries without a model: title, cause, steps and hint from the runbooks."""
+
+    def __init__(self, runbooks: RunbookCatalog, severity_for: Callable[[str], Severity]) -> None:
+        self._runbooks = runbooks
+        self._severity_for = severity_for
+
+    def build(self, dl: DeadLetter, reason: str) -> Summary:
+        runbook = self._runbooks.match(dl)
+        steps = [_cut(s, 200) for s in runbook.next_steps] if runbook else list(_GENERIC_STEPS)
+        return Summary(
+            title=fallback_title(dl),
+            severity=self._severity_for(dl.queue),
+            likely_cause=fallback_cause(dl),
+            next_steps=steps[:4],
+            runbook_hint=runbook.id if runbook else "",
+            source=SummarySource.FALLBACK,
+            fallback_reason=reason,
+        )
+
+    async def summarize(self, dead_letter: DeadLetter) -> Summary:
+        return self.build(dead_letter, "disabled")
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,87 @@
+"""Shared fixtures: a real Redis (never fakeredis), settings builders, sample entries."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from bridge.settings import Settings, load_settings
+from tests.support.redis_server import find_test_redis
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    url, server = find_test_redis()
+    yield url
+    if server is not None:
+        server.stop()
+
+
+@pytest.fixture
+def clean_redis(redis_url: str) -> Iterator[redis.Redis]:
+    """A sync client on the test database, emptied before and after the test."""
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+async def aredis(redis_url: str, clean_redis: redis.Redis) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def make_settings(redis_url: str, tmp_path: Any) -> Callable[..., Settings]:
+    """Settings on the test Redis; keyword sections override (e.g. sources={...})."""
+
+    def build(environ: dict[str, str] | None = None, **sections: Any) -> Settings:
+        data: dict[str, Any] = {"redis": {"url": redis_url, "consumer_id": "test-1"}}
+        data["sources"] = {"poll_interval_s": 0.01, "rescan_interval_s": 0.2}
+        for name, value in sections.items():
+            if isinstance(value, dict) and isinstance(data.get(name), dict):
+                data[name] = {**data[name], **value}
+            else:
+                data[name] = value
+        path = tmp_path / "bridge.toml"
+        path.write_text(_to_toml(data))
+        return load_settings(path, environ or {})
+
+    return build
+
+
+def _to_toml(data: dict[str, Any]) -> str:
+    """Tiny TOML writer for test configs (tables, arrays of tables, scalars, lists)."""
+    lines: list[str] = []
+    for section, value in data.items():
+        if isinstance(value, list):
+            for item in value:
+                lines.append(f"[[{section}]]")
+                lines.extend(f"{k} = {json.dumps(v)}" for k, v in item.items())
+        else:
+            lines.append(f"[{section}]")
+            lines.extend(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in value.items())
+    return "\n".join(lines) + "\n"
+
+
+def envelope_entry(**fields: Any) -> bytes:
+    base = {
+        "queue": "orders",
+        "job_id": "job-1",
+        "job_name": "ship_order",
+        "attempts": 3,
+        "correlation_id": "corr-1",
+        "last_error": "TimeoutError: warehouse API timed out after 30s",
+        "first_failed_at": "2026-11-30T00:00:00+00:00",
+        "payload_excerpt": '{"order": 1}',
+    }
+    base.update(fields)
+    return json.dumps(base).encode()
