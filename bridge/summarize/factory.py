@@ -10,7 +10,11 @@ from bridge.metrics import Metrics
 from bridge.runbooks import RunbookCatalog
 from bridge.settings import Settings
 from bridge.summarize.base import Summarizer
+from bridge.summarize.cache import SummaryCache
 from bridge.summarize.fallback import FallbackSummarizer
+from bridge.summarize.openclaw import GatewayClient
+from bridge.summarize.prompt import load_system_prompt
+from bridge.summarize.service import OpenClawSummarizer
 
 
 def build_summarizer(
@@ -22,5 +26,18 @@ def build_summarizer(
     health: Health,
 ) -> Summarizer:
     fallback = FallbackSummarizer(runbooks, settings.severity_for)
-    health.set("gateway", Status.OK, "disabled: fallback summaries")
-    return fallback
+    oc = settings.openclaw
+    if oc is None:
+        health.set("gateway", Status.OK, "disabled: fallback summaries")
+        return fallback
+    ids = runbooks.ids()
+    return OpenClawSummarizer(
+        oc,
+        GatewayClient(oc, http, metrics),
+        SummaryCache(client, oc.cache_ttl_s, ids),
+        fallback,
+        ids,
+        load_system_prompt(runbooks.catalogue()),
+        metrics,
+        health,
+    )

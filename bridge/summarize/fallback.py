@@ -7,7 +7,10 @@ from collections.abc import Callable
 from bridge.models import DeadLetter, Severity, Summary, SummarySource
 from bridge.runbooks import RunbookCatalog
 
-_GENERIC_STEPS = ("Inspect the entry with `dlq-bridge peek`", "Fix the cause, then `dlq-bridge redrive`")
+_GENERIC_STEPS = (
+    "Inspect the entry with `dlq-bridge peek`",
+    "Fix the cause, then `dlq-bridge redrive`",
+)
 
 
 def _cut(text: str, limit: int) -> str:

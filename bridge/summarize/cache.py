@@ -1,0 +1,89 @@
+"""Summaries cached by fingerprint in Redis, and in-process coalescing.
+
+A storm of identical failures costs one gateway call: the first entry calls,
+entries arriving meanwhile await that same call, later ones read the cache.
+The cache is an optimisation: a Redis error is a miss, never a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Collection
+from typing import Generic, TypeVar
+
+import redis.asyncio as redis
+from redis.exceptions import RedisError
+
+from bridge import keys
+from bridge.errors import SummaryError
+from bridge.models import SummaryDraft
+from bridge.summarize.reply import validate_draft
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_CACHE_ERRORS = (RedisError, OSError, asyncio.TimeoutError)
+
+
+class SummaryCache:
+    """`dlq_bridge:summary:<fingerprint>` → the five-key draft JSON, with a TTL."""
+
+    def __init__(self, client: redis.Redis, ttl_s: int, runbook_ids: Collection[str]) -> None:
+        self._client = client
+        self._ttl_s = ttl_s
+        self._runbook_ids = runbook_ids
+
+    @property
+    def enabled(self) -> bool:
+        return self._ttl_s > 0
+
+    async def get(self, fingerprint: str) -> SummaryDraft | None:
+        if not self.enabled or not fingerprint:
+            return None
+        try:
+            raw = await self._client.get(keys.summary(fingerprint))
+        except _CACHE_ERRORS as exc:
+            log.warning("summary cache read failed (%s); treating as a miss", type(exc).__name__)
+            return None
+        return self._decode(raw) if raw is not None else None
+
+    def _decode(self, raw: bytes | str) -> SummaryDraft | None:
+        try:
+            return validate_draft(json.loads(raw), self._runbook_ids)
+        except (ValueError, TypeError, SummaryError):
+            return None  # stale or foreign value (e.g. a runbook was removed): a miss
+
+    async def put(self, fingerprint: str, draft: SummaryDraft) -> None:
+        if not self.enabled or not fingerprint:
+            return
+        try:
+            value = draft.model_dump_json()
+            await self._client.set(keys.summary(fingerprint), value, ex=self._ttl_s)
+        except _CACHE_ERRORS as exc:
+            log.warning("summary cache write failed (%s); continuing", type(exc).__name__)
+
+
+class Coalescer(Generic[T]):
+    """Concurrent calls with one key share one in-flight task."""
+
+    def __init__(self) -> None:
+        self._in_flight: dict[str, asyncio.Task[T]] = {}
+
+    def __len__(self) -> int:
+        return len(self._in_flight)
+
+    async def run(self, key: str, work: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+        """The result of `work`, and True when this caller led (made) the call.
+
+        The task is shielded: a cancelled caller does not cancel the call
+        others are waiting on.
+        """
+        task = self._in_flight.get(key)
+        if task is not None:
+            return await asyncio.shield(task), False
+        task = asyncio.ensure_future(work())
+        self._in_flight[key] = task
+        task.add_done_callback(lambda _t: self._in_flight.pop(key, None))
+        return await asyncio.shield(task), True

@@ -1,0 +1,120 @@
+"""The OpenClaw gateway client: one chat completion per dead letter.
+
+    POST {url}/v1/chat/completions
+    Authorization: Bearer <token>        (omitted when no token is configured)
+    x-openclaw-agent-id: <agent>
+
+Every failure becomes a SummaryError whose `reason` is the fallback reason
+(`timeout`, `http_<code>`, `error` for connection failures, `invalid_json`);
+a 429 is a GatewayBusy carrying the Retry-After delay. Nothing the gateway
+returns chooses a URL or a header: the URL and headers are fixed here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from bridge.errors import SummaryError
+from bridge.metrics import Metrics
+from bridge.settings import OpenClawSettings
+
+CHAT_PATH = "/v1/chat/completions"
+AGENT_HEADER = "x-openclaw-agent-id"
+MAX_RETRY_AFTER_S = 300.0
+
+
+class GatewayBusy(SummaryError):
+    """429 from the gateway; `retry_after_s` is its Retry-After (None when absent)."""
+
+    def __init__(self, retry_after_s: float | None) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__("http_429", "gateway returned 429")
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Retry-After as seconds (delta or HTTP date), capped at MAX_RETRY_AFTER_S."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = when.timestamp() - (now if now is not None else datetime.now(UTC).timestamp())
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
+class GatewayClient:
+    """Sends chat completions with a timeout and bounded concurrency."""
+
+    def __init__(
+        self, settings: OpenClawSettings, http: httpx.AsyncClient, metrics: Metrics
+    ) -> None:
+        self._settings = settings
+        self._http = http
+        self._metrics = metrics
+        self._slots = asyncio.Semaphore(settings.max_concurrency)
+        self.url = settings.url + CHAT_PATH
+
+    def headers(self) -> dict[str, str]:
+        headers = {AGENT_HEADER: self._settings.agent, "Accept": "application/json"}
+        if self._settings.token is not None:
+            headers["Authorization"] = f"Bearer {self._settings.token.get_secret_value()}"
+        return headers
+
+    def body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self._settings.model,
+            "messages": messages,
+            "temperature": 0,
+            "stream": False,
+        }
+        if self._settings.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        return body
+
+    async def complete(self, messages: list[dict[str, str]]) -> Any:
+        """The decoded JSON response of one call; raises SummaryError on any failure."""
+        async with self._slots:
+            started = time.monotonic()
+            outcome = "error"
+            try:
+                response = await self._post(messages)
+                outcome = "ok"
+                return response
+            except SummaryError as exc:
+                outcome = exc.reason
+                raise
+            finally:
+                self._metrics.gateway_seconds.labels(outcome).observe(time.monotonic() - started)
+
+    async def _post(self, messages: list[dict[str, str]]) -> Any:
+        timeout = self._settings.timeout_s
+        try:
+            async with asyncio.timeout(timeout):
+                response = await self._http.post(
+                    self.url, json=self.body(messages), headers=self.headers(), timeout=timeout
+                )
+        except (TimeoutError, httpx.TimeoutException):
+            raise SummaryError("timeout", f"gateway did not answer within {timeout:g}s") from None
+        except httpx.HTTPError as exc:
+            raise SummaryError("error", f"gateway unreachable ({type(exc).__name__})") from None
+        if response.status_code == 429:
+            raise GatewayBusy(parse_retry_after(response.headers.get("Retry-After")))
+        if not response.is_success:
+            raise SummaryError(f"http_{response.status_code}", "gateway refused the request")
+        try:
+            return response.json()
+        except ValueError:
+            raise SummaryError("invalid_json", "gateway response is not JSON") from None
