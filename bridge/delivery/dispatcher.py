@@ -1,44 +1,97 @@
-"""Routes an alert to every matching sink and returns when each is final."""
+"""Routes an alert to every matching sink and returns when each is final.
+
+Each routed sink gets its own concurrent delivery loop (ledger, pacing,
+retries), so a slow or dead sink never delays the others. A sink is final
+when it is delivered, a duplicate (ledger hit) or recorded as undeliverable.
+
+Redis errors: `dispatch()` raises `RedisError` only when an outcome could not
+be recorded (ledger read/mark or undeliverable LPUSH failed). The other sinks
+still finish first. The pipeline then keeps the entry and retries it whole;
+the ledger suppresses the sinks that already succeeded.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from redis.exceptions import RedisError
+
+from bridge.delivery.deliver import Deliverer, Result, Route
+from bridge.delivery.undeliverable import Failure, UndeliverableStore, build_record
+from bridge.health import Health
+from bridge.metrics import Metrics
 from bridge.models import Alert
-from bridge.settings import SinkSettings
-from bridge.sinks.base import Sink
+from bridge.settings import DeliverySettings
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class Route:
-    settings: SinkSettings
-    sink: Sink
+__all__ = ["Dispatcher", "Route"]
 
 
 class Dispatcher:
     """Sends one alert to its routed sinks concurrently."""
 
-    def __init__(self, routes: Sequence[Route]) -> None:
+    def __init__(
+        self,
+        routes: Sequence[Route],
+        deliverer: Deliverer | None = None,
+        undeliverable: UndeliverableStore | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._routes = list(routes)
+        self._metrics = metrics or Metrics()
+        self._deliverer = deliverer or Deliverer(DeliverySettings(), None, self._metrics, Health())
+        self._undeliverable = undeliverable
+
+    @property
+    def routes(self) -> list[Route]:
+        return list(self._routes)
 
     def routed(self, alert: Alert) -> list[Route]:
         queue, severity = alert.dead_letter.queue, alert.severity
         return [r for r in self._routes if r.settings.routes(queue, severity)]
 
-    async def dispatch(self, alert: Alert) -> None:
-        """Deliver to every routed sink; returns when each is final."""
-        await asyncio.gather(*(self._send(route, alert) for route in self.routed(alert)))
+    async def dispatch(self, alert: Alert) -> list[Result]:
+        """Deliver to every routed sink; returns when each is final (see module doc)."""
+        outcomes = await asyncio.gather(
+            *(self._final(route, alert) for route in self.routed(alert)), return_exceptions=True
+        )
+        results, redis_errors = [], []
+        for outcome in outcomes:
+            if isinstance(outcome, (RedisError, OSError)):
+                redis_errors.append(outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome  # cancellation or a bug in this module
+            else:
+                results.append(outcome)
+        if redis_errors:
+            raise redis_errors[0]
+        return results
 
-    async def _send(self, route: Route, alert: Alert) -> None:
+    async def _final(self, route: Route, alert: Alert) -> Result:
+        started = time.monotonic()
+        result = await self._deliverer.deliver(route, alert)
+        if result.outcome == "undeliverable":
+            await self._record(route, alert, result)
+        name = route.sink.name
+        self._metrics.deliveries.labels(name, result.outcome).inc()
+        if result.outcome != "duplicate":
+            self._metrics.delivery_seconds.labels(name).observe(time.monotonic() - started)
+        return result
+
+    async def _record(self, route: Route, alert: Alert, result: Result) -> None:
+        if self._undeliverable is None:
+            return
+        failure = Failure(result.attempts, result.status, result.error or "")
         try:
-            await route.sink.send(alert)
-        except Exception as exc:
-            log.warning("sink %s failed for %s: %s", route.sink.name, alert.idempotency_key, exc)
+            body = route.sink.render(alert)
+        except Exception as exc:  # the record matters more than its body
+            body = {"render_error": type(exc).__name__}
+        record = build_record(route.sink.name, route.settings.type, alert, body, failure)
+        await asyncio.shield(self._undeliverable.push(record))
 
     async def aclose(self) -> None:
         return None

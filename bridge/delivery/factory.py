@@ -7,11 +7,61 @@ from typing import TextIO
 import httpx
 import redis.asyncio as redis
 
-from bridge.delivery.dispatcher import Dispatcher, Route
-from bridge.health import Health
+from bridge.delivery.deliver import Deliverer, Route
+from bridge.delivery.dispatcher import Dispatcher
+from bridge.delivery.ledger import Ledger
+from bridge.delivery.pacing import Pacers
+from bridge.delivery.undeliverable import UndeliverableStore
+from bridge.health import Health, Status
 from bridge.metrics import Metrics
-from bridge.settings import ConsoleSinkSettings, Settings
+from bridge.settings import (
+    ConsoleSinkSettings,
+    PagerDutySinkSettings,
+    Settings,
+    SinkSettings,
+    SlackSinkSettings,
+    WebhookSinkSettings,
+)
 from bridge.sinks.console import ConsoleSink
+from bridge.sinks.pagerduty import PagerDutySink
+from bridge.sinks.slack import SlackSink
+from bridge.sinks.webhook import WebhookSink
+
+
+def build_route(
+    sink: SinkSettings,
+    settings: Settings,
+    http: httpx.AsyncClient,
+    pacers: Pacers,
+    stdout: TextIO | None = None,
+) -> Route:
+    """One configured sink, ready to deliver (console sinks skip the ledger)."""
+    timeout = settings.delivery.request_timeout_s
+    if isinstance(sink, SlackSinkSettings):
+        assert sink.url is not None
+        url = sink.url.get_secret_value()
+        pacer = pacers.get("slack", url, sink.messages_per_second)
+        return Route(sink, SlackSink(sink.name, sink.url, http, timeout), pacer)
+    if isinstance(sink, PagerDutySinkSettings):
+        assert sink.routing_key is not None
+        key = sink.routing_key.get_secret_value()
+        pacer = pacers.get("pagerduty", key, sink.events_per_minute / 60.0)
+        source = sink.source or settings.redis.consumer_id
+        pd = PagerDutySink(sink.name, sink.routing_key, sink.events_url, source, http, timeout)
+        return Route(sink, pd, pacer)
+    if isinstance(sink, WebhookSinkSettings):
+        assert sink.url is not None
+        hook = WebhookSink(sink.name, sink.url, sink.signing_secrets(), http, timeout)
+        return Route(sink, hook)
+    assert isinstance(sink, ConsoleSinkSettings)
+    return Route(sink, ConsoleSink(sink.name, stdout, sink.color), use_ledger=False)
+
+
+def build_routes(
+    settings: Settings, http: httpx.AsyncClient, stdout: TextIO | None = None
+) -> list[Route]:
+    pacers = Pacers(settings.delivery.max_retry_after_s)
+    return [build_route(s, settings, http, pacers, stdout) for s in settings.effective_sinks()]
 
 
 def build_dispatcher(
@@ -22,9 +72,9 @@ def build_dispatcher(
     health: Health,
     stdout: TextIO | None = None,
 ) -> Dispatcher:
-    routes = []
-    for sink_settings in settings.effective_sinks():
-        if isinstance(sink_settings, ConsoleSinkSettings):
-            sink = ConsoleSink(sink_settings.name, stdout, sink_settings.color)
-            routes.append(Route(sink_settings, sink))
-    return Dispatcher(routes)
+    routes = build_routes(settings, http, stdout)
+    for route in routes:
+        health.set(f"sink:{route.sink.name}", Status.OK, "ready")
+    ledger = Ledger(client, settings.delivery.ledger_ttl_s)
+    deliverer = Deliverer(settings.delivery, ledger, metrics, health)
+    return Dispatcher(routes, deliverer, UndeliverableStore(client, metrics), metrics)

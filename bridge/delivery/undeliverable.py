@@ -1,0 +1,103 @@
+"""Records of deliveries that exhausted their retries (`dlq_bridge:undeliverable`).
+
+Each record is one JSON object, LPUSHed (newest left): the sink, what went
+wrong, the idempotency key, the rendered body (never a secret URL or key: the
+sinks leave those out of `render()`), and the whole Alert so that
+`dlq-bridge undeliverable retry` can deliver it again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as redis
+
+from bridge import keys
+from bridge.metrics import Metrics
+from bridge.models import Alert
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a delivery's last attempt ended with."""
+
+    attempts: int
+    status: int | None
+    error: str
+
+
+def build_record(
+    sink: str, sink_type: str, alert: Alert, body: dict[str, Any], failure: Failure
+) -> dict[str, Any]:
+    dl = alert.dead_letter
+    return {
+        "sink": sink,
+        "sink_type": sink_type,
+        "status": failure.status,
+        "error": failure.error,
+        "idempotency_key": alert.idempotency_key,
+        "attempts": failure.attempts,
+        "at": time.time(),
+        "queue": dl.queue,
+        "job_id": dl.job_id,
+        "source_key": dl.source_key,
+        "raw_digest": dl.raw_digest,
+        "body": body,
+        "alert": alert.model_dump(mode="json"),
+    }
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One record as stored: the exact string (for LREM) and its parsed form."""
+
+    raw: str
+    record: dict[str, Any]
+
+
+class UndeliverableStore:
+    """LPUSH, list and remove records; keeps the depth gauge current."""
+
+    def __init__(self, client: redis.Redis, metrics: Metrics | None = None) -> None:
+        self._redis = client
+        self._metrics = metrics
+
+    async def push(self, record: dict[str, Any]) -> None:
+        depth = await self._redis.lpush(keys.UNDELIVERABLE, json.dumps(record, ensure_ascii=False))
+        self._gauge(int(depth))
+
+    async def depth(self) -> int:
+        depth = int(await self._redis.llen(keys.UNDELIVERABLE))
+        self._gauge(depth)
+        return depth
+
+    async def records(self, limit: int | None = None) -> list[Stored]:
+        """Newest first; unparseable records are returned with an empty dict."""
+        end = -1 if limit is None else limit - 1
+        raws = await self._redis.lrange(keys.UNDELIVERABLE, 0, end)
+        return [_parse(_text(raw)) for raw in raws]
+
+    async def remove(self, stored: Stored) -> bool:
+        """Remove exactly this record (one LREM); False if someone else already did."""
+        removed = await self._redis.lrem(keys.UNDELIVERABLE, 1, stored.raw)
+        await self.depth()
+        return bool(removed)
+
+    def _gauge(self, depth: int) -> None:
+        if self._metrics is not None:
+            self._metrics.undeliverable_depth.set(depth)
+
+
+def _text(raw: bytes | str) -> str:
+    return raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
+
+
+def _parse(raw: str) -> Stored:
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        record = {}
+    return Stored(raw, record if isinstance(record, dict) else {})

@@ -1,0 +1,142 @@
+"""Webhook signatures: `X-Signature` (plain HMAC) and Standard Webhooks.
+
+Sender side (the webhook sink) and receiver side (`verify`) in one place.
+
+- `X-Signature: sha256=<hex HMAC-SHA256(secret, raw body)>`, the key being the
+  configured secret string exactly as written (UTF-8).
+- Standard Webhooks: `webhook-id`, `webhook-timestamp` (Unix seconds) and
+  `webhook-signature: v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>`.
+  A `whsec_…` secret is base64-decoded after the prefix (as the spec and the
+  official libraries do); any other secret is used as its UTF-8 bytes.
+
+Several secrets (rotation) give several signatures, separated by spaces, in
+both headers; a receiver accepts the message when any one matches.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+WHSEC_PREFIX = "whsec_"
+DEFAULT_TOLERANCE_S = 300
+
+
+class SignatureError(ValueError):
+    """The webhook could not be verified (missing header, stale timestamp, no match)."""
+
+
+def message_id(idempotency_key: str, raw_digest: str) -> str:
+    """Stable Standard Webhooks id: the same for every retry of one delivery."""
+    digest = hashlib.sha256(f"{idempotency_key}\n{raw_digest}".encode()).hexdigest()
+    return f"msg_{digest[:32]}"
+
+
+def standard_key(secret: str) -> bytes:
+    """The HMAC key for Standard Webhooks: base64-decoded `whsec_…`, else the UTF-8 bytes."""
+    if secret.startswith(WHSEC_PREFIX):
+        encoded = secret[len(WHSEC_PREFIX) :]
+        try:
+            return base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("a whsec_ secret must be base64 after the prefix") from None
+    return secret.encode()
+
+
+def x_signature(secrets: Sequence[str], body: bytes) -> str:
+    """`sha256=<hex>` per secret, space separated."""
+    return " ".join(
+        "sha256=" + hmac.new(s.encode(), body, hashlib.sha256).hexdigest() for s in secrets
+    )
+
+
+def standard_signature(secrets: Sequence[str], msg_id: str, timestamp: int, body: bytes) -> str:
+    """`v1,<base64>` per secret, space separated."""
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    return " ".join(
+        "v1," + base64.b64encode(hmac.new(standard_key(s), signed, hashlib.sha256).digest()).decode()
+        for s in secrets
+    )
+
+
+def sign_headers(
+    secrets: Sequence[str], msg_id: str, body: bytes, timestamp: int | None = None
+) -> dict[str, str]:
+    """The four signature headers for one request body."""
+    ts = int(time.time()) if timestamp is None else timestamp
+    return {
+        "X-Signature": x_signature(secrets, body),
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(ts),
+        "webhook-signature": standard_signature(secrets, msg_id, ts, body),
+    }
+
+
+def verify(
+    body: bytes,
+    headers: Mapping[str, str],
+    secrets: str | Sequence[str],
+    *,
+    tolerance_s: float = DEFAULT_TOLERANCE_S,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """Check a received webhook and return its parsed JSON body.
+
+    Uses the Standard Webhooks headers when present (including the timestamp
+    tolerance, against replays), else `X-Signature`. `secrets` is one secret
+    or several (any may match). Raises SignatureError.
+    """
+    wanted = [secrets] if isinstance(secrets, str) else list(secrets)
+    if not wanted:
+        raise SignatureError("no secret given")
+    lower = {k.lower(): v for k, v in headers.items()}
+    if "webhook-signature" in lower:
+        _verify_standard(body, lower, wanted, tolerance_s, time.time() if now is None else now)
+    elif "x-signature" in lower:
+        _verify_plain(body, lower["x-signature"], wanted)
+    else:
+        raise SignatureError("no signature header")
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        raise SignatureError("body is not JSON") from None
+    if not isinstance(parsed, dict):
+        raise SignatureError("body is not a JSON object")
+    return parsed
+
+
+def _verify_standard(
+    body: bytes, headers: Mapping[str, str], secrets: list[str], tolerance_s: float, now: float
+) -> None:
+    msg_id, stamp = headers.get("webhook-id", ""), headers.get("webhook-timestamp", "")
+    if not msg_id or not stamp:
+        raise SignatureError("missing webhook-id or webhook-timestamp")
+    try:
+        ts = int(stamp)
+    except ValueError:
+        raise SignatureError("bad webhook-timestamp") from None
+    if abs(now - ts) > tolerance_s:
+        raise SignatureError("webhook-timestamp outside the tolerance")
+    given = set(headers["webhook-signature"].split())
+    expected = standard_signature(secrets, msg_id, ts, body).split()
+    if not _any_match(given, expected):
+        raise SignatureError("no matching webhook-signature")
+
+
+def _verify_plain(body: bytes, header: str, secrets: list[str]) -> None:
+    if not _any_match(set(header.split()), x_signature(secrets, body).split()):
+        raise SignatureError("no matching X-Signature")
+
+
+def _any_match(given: set[str], expected: list[str]) -> bool:
+    found = False
+    for candidate in given:
+        for good in expected:
+            found |= hmac.compare_digest(candidate.encode(), good.encode())
+    return found

@@ -1,0 +1,131 @@
+"""PagerDuty sink: Events API v2 `trigger` events.
+
+`dedup_key` is the job id (its `sha256:<hex>` when longer than 255 chars), so
+every retry and every replay after a crash updates the same incident. 202 is
+success, 400 permanent, 429/5xx retried (mapping in `http_errors`). The
+routing key is a secret: `render()` leaves it out, only `send()` adds it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from bridge.models import Alert
+from bridge.sinks.http_errors import post
+
+SUMMARY_CHARS = 1024
+DEDUP_CHARS = 255
+ERROR_CHARS = 8000
+FIELD_CHARS = 2000
+
+
+def dedup_key(job_id: str) -> str:
+    """The job id, or `sha256:<hex>` of it when it is too long for PagerDuty."""
+    if len(job_id) <= DEDUP_CHARS:
+        return job_id
+    return "sha256:" + hashlib.sha256(job_id.encode()).hexdigest()
+
+
+def _cut(text: str | None, limit: int) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
+
+
+def summary_line(alert: Alert) -> str:
+    prefix = "[TEST] " if alert.is_test else ""
+    dl = alert.dead_letter
+    line = f"{prefix}{alert.summary.title} (queue {dl.queue}, job {dl.job_id})"
+    return _cut(line, SUMMARY_CHARS) or ""
+
+
+def custom_details(alert: Alert) -> dict[str, Any]:
+    dl, summary = alert.dead_letter, alert.summary
+    return {
+        "test": alert.is_test,
+        "idempotency_key": _cut(alert.idempotency_key, FIELD_CHARS),
+        "queue": dl.queue,
+        "job_id": _cut(dl.job_id, FIELD_CHARS),
+        "job_name": _cut(dl.job_name, FIELD_CHARS),
+        "attempts": dl.attempts,
+        "correlation_id": _cut(dl.correlation_id, FIELD_CHARS),
+        "first_failed_at": _cut(dl.first_failed_at, FIELD_CHARS),
+        "last_error": _cut(dl.last_error, ERROR_CHARS),
+        "payload_excerpt": _cut(dl.payload_excerpt, ERROR_CHARS),
+        "parse_error": dl.parse_error,
+        "source_key": dl.source_key,
+        "likely_cause": summary.likely_cause,
+        "next_steps": list(summary.next_steps),
+        "runbook_hint": summary.runbook_hint,
+        "summary_source": summary.source.value,
+        "fallback_reason": summary.fallback_reason,
+    }
+
+
+def render_event(alert: Alert, source: str) -> dict[str, Any]:
+    """The event without its routing key."""
+    dl = alert.dead_letter
+    event: dict[str, Any] = {
+        "event_action": "trigger",
+        "dedup_key": dedup_key(dl.job_id),
+        "client": "dlq-bridge",
+        "payload": {
+            "summary": summary_line(alert),
+            "source": source,
+            "severity": alert.severity.value,
+            "component": dl.queue,
+            "class": _cut(dl.job_name or _error_class(dl.last_error) or "dead_letter", 255),
+            "custom_details": custom_details(alert),
+        },
+    }
+    if alert.runbook_url:
+        event["links"] = [{"href": alert.runbook_url, "text": "Runbook"}]
+    return event
+
+
+def _error_class(error: str | None) -> str | None:
+    """`TimeoutError` from `TimeoutError: warehouse API timed out`."""
+    if not error:
+        return None
+    head = error.split(":", 1)[0].strip()
+    return head if head and len(head) <= 100 and " " not in head else None
+
+
+class PagerDutySink:
+    """One trigger event per attempt to the configured Events API URL."""
+
+    type = "pagerduty"
+
+    def __init__(
+        self,
+        name: str,
+        routing_key: SecretStr,
+        events_url: str,
+        source: str,
+        http: httpx.AsyncClient,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.name = name
+        self._key = routing_key
+        self._url = events_url
+        self._source = source
+        self._http = http
+        self._timeout_s = timeout_s
+
+    def render(self, alert: Alert) -> dict[str, Any]:
+        return render_event(alert, self._source)
+
+    async def send(self, alert: Alert) -> None:
+        key = self._key.get_secret_value()
+        event = {"routing_key": key, **self.render(alert)}
+        await post(
+            self._http, self.name, alert.idempotency_key, self._url,
+            content=json.dumps(event, ensure_ascii=False).encode(),
+            headers={"Content-Type": "application/json"},
+            timeout_s=self._timeout_s, secrets=[key],
+        )

@@ -1,0 +1,98 @@
+"""Webhook sink: one flat, signed JSON object per alert (DESIGN section 5).
+
+Headers: `Idempotency-Key: <queue>:<job_id>`, `X-Signature: sha256=<hex>`,
+and Standard Webhooks `webhook-id` / `webhook-timestamp` / `webhook-signature`.
+The body and `webhook-id` are the same on every retry and every replay of one
+entry; only the timestamp and its signature are computed per attempt.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from bridge.models import Alert
+from bridge.signing import message_id, sign_headers
+from bridge.sinks.http_errors import post
+
+EVENT_TYPE = "dlq.alert"
+_HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+
+
+def header_key(idempotency_key: str) -> str:
+    """The key as an HTTP header value: printable ASCII as is, anything else %-encoded."""
+    if all(0x21 <= ord(c) < 0x7F for c in idempotency_key):
+        return idempotency_key
+    return quote(idempotency_key, safe=_HEADER_SAFE)
+
+
+def render_body(alert: Alert) -> dict[str, Any]:
+    dl, summary = alert.dead_letter, alert.summary
+    return {
+        "type": EVENT_TYPE,
+        "id": message_id(alert.idempotency_key, dl.raw_digest),
+        "idempotency_key": alert.idempotency_key,
+        "test": alert.is_test,
+        "queue": dl.queue,
+        "job_id": dl.job_id,
+        "job_name": dl.job_name,
+        "attempts": dl.attempts,
+        "correlation_id": dl.correlation_id,
+        "last_error": dl.last_error,
+        "first_failed_at": dl.first_failed_at,
+        "payload_excerpt": dl.payload_excerpt,
+        "source_key": dl.source_key,
+        "raw_digest": dl.raw_digest,
+        "parse_error": dl.parse_error,
+        "summary": summary.draft().model_dump(mode="json"),
+        "summary_source": summary.source.value,
+        "fallback_reason": summary.fallback_reason,
+        "runbook_url": alert.runbook_url,
+    }
+
+
+def encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class WebhookSink:
+    """POSTs the signed body to one internal URL."""
+
+    type = "webhook"
+
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        secrets: Sequence[str],
+        http: httpx.AsyncClient,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.name = name
+        self._url = url
+        self._secrets = list(secrets)
+        self._http = http
+        self._timeout_s = timeout_s
+
+    def render(self, alert: Alert) -> dict[str, Any]:
+        return render_body(alert)
+
+    def request_headers(self, alert: Alert, body: bytes) -> dict[str, str]:
+        msg_id = message_id(alert.idempotency_key, alert.dead_letter.raw_digest)
+        return {
+            "Content-Type": "application/json",
+            "Idempotency-Key": header_key(alert.idempotency_key),
+            **sign_headers(self._secrets, msg_id, body),
+        }
+
+    async def send(self, alert: Alert) -> None:
+        body = encode(self.render(alert))
+        await post(
+            self._http, self.name, alert.idempotency_key, self._url,
+            content=body, headers=self.request_headers(alert, body),
+            timeout_s=self._timeout_s, secrets=self._secrets,
+        )
