@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from bridge.commands import check, peek, redrive
 from bridge.errors import ConfigError
 from bridge.settings import Settings, load_settings
 
@@ -61,6 +62,9 @@ def _demo_args(parser: argparse.ArgumentParser) -> None:
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "run": ("serve /healthz and /metrics and run the pipeline until SIGTERM", _run_args),
     "demo": ("push sample dead letters into Redis and run the pipeline once", _demo_args),
+    "check": ("validate config and reach Redis, gateway and sinks (sends nothing)", check.add_args),
+    "peek": ("show DLQ depths, or the entries of one DLQ (read-only)", peek.add_args),
+    "redrive": ("move dead or archived entries back to their work queue", redrive.add_args),
 }
 
 
@@ -132,4 +136,7 @@ async def _demo(settings: Settings) -> int:
 HANDLERS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
     "run": cmd_run,
     "demo": cmd_demo,
+    "check": check.run,
+    "peek": peek.run,
+    "redrive": redrive.run,
 }

@@ -9,6 +9,7 @@ PREFIX = "dlq_bridge"
 DLQ_PREFIX = "dead_letter:"
 UNDELIVERABLE = f"{PREFIX}:undeliverable"
 PROCESSING_MATCH = f"{PREFIX}:processing:*"
+ALERTED_MATCH = f"{PREFIX}:alerted:*"
 
 CONSUMER_ID_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -76,3 +77,18 @@ def parse_processing(key: str) -> ProcessingKey | None:
 def queue_of(source_key: str) -> str:
     """The queue name a DLQ key stands for: the key without `dead_letter:`."""
     return source_key.removeprefix(DLQ_PREFIX)
+
+
+def parse_alerted(key: str) -> str | None:
+    """The source key of an archive key `dlq_bridge:alerted:<source ref>`; None otherwise."""
+    head = f"{PREFIX}:alerted:"
+    if not key.startswith(head) or len(key) == len(head):
+        return None
+    return source_from_ref(key[len(head) :])
+
+
+def work_queue(source_key: str) -> str | None:
+    """The work queue a DLQ feeds back into: the key without `dead_letter:`; None without it."""
+    if not source_key.startswith(DLQ_PREFIX) or source_key == DLQ_PREFIX:
+        return None
+    return source_key[len(DLQ_PREFIX) :]

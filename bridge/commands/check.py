@@ -1,0 +1,184 @@
+"""`dlq-bridge check`: configuration and connectivity, without sending anything.
+
+Reaches Redis (PING), the OpenClaw gateway (a GET of its root, never a model
+call) and each sink's host (a HEAD of the host root, never an alert). Targets
+are printed with secrets masked: a Slack webhook path, a routing key or a
+Redis password never appear.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+
+from bridge.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    MASK,
+    mask_url,
+    open_redis,
+    redis_target,
+    render_table,
+)
+from bridge.runbooks import RunbookCatalog
+from bridge.settings import CONFIG_ENV, Settings, SinkSettings
+
+OK, FAIL, SKIP = "ok", "FAIL", "skip"
+
+EPILOG = """examples:
+  dlq-bridge --config bridge.toml check
+  DLQ_BRIDGE_CONFIG=/etc/dlq-bridge/bridge.toml dlq-bridge check --timeout 3
+  dlq-bridge check --json | jq '.[] | select(.status == "FAIL")'
+
+What it does: validates the configuration, PINGs Redis, GETs the OpenClaw
+gateway root (no model call) and HEADs each sink's host root (no alert is
+sent). Any HTTP answer counts as reachable; a refused connection, a DNS or
+TLS error or a timeout is a failure.
+
+exit codes: 0 every component ok, 1 at least one failed, 2 bad configuration
+"""
+
+
+@dataclass(frozen=True)
+class Result:
+    component: str
+    target: str
+    status: str
+    detail: str
+
+
+def add_args(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds per probe (default 5)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    results = asyncio.run(check_all(settings, args.timeout, config_path(args.config)))
+    if args.json:
+        print(json.dumps([asdict(r) for r in results], indent=2))
+    else:
+        print(render_table(["component", "target", "status", "detail"],
+                           [[r.component, r.target, r.status, r.detail] for r in results]))
+        failed = sum(r.status == FAIL for r in results)
+        print(f"\ncheck: {failed} of {len(results)} failed" if failed
+              else f"\ncheck: all {len(results)} components ok")
+    return EXIT_FAILED if any(r.status == FAIL for r in results) else EXIT_OK
+
+
+def config_path(given: Path | None) -> str:
+    import os
+
+    if given is not None:
+        return str(given)
+    return os.environ.get(CONFIG_ENV) or "(defaults and environment)"
+
+
+async def check_all(
+    settings: Settings,
+    probe_s: float = 5.0,
+    config: str = "",
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> list[Result]:
+    """Every probe, concurrently; results in a stable order."""
+    where = config or "(defaults and environment)"
+    results = [Result("config", where, OK, _config_detail(settings)), check_runbooks(settings)]
+    async with httpx.AsyncClient(transport=transport or httpx.AsyncHTTPTransport(),
+                                 timeout=probe_s, follow_redirects=False) as http:
+        probes = [check_redis(settings, probe_s), check_gateway(settings, http)]
+        probes += [check_sink(sink, http) for sink in settings.effective_sinks()]
+        results += await asyncio.gather(*probes)
+    return results
+
+
+def _config_detail(settings: Settings) -> str:
+    sinks = ", ".join(f"{s.name} ({s.type})" for s in settings.effective_sinks())
+    return f"valid; consumer {settings.redis.consumer_id}; sinks: {sinks}"
+
+
+def check_runbooks(settings: Settings) -> Result:
+    where = str(settings.runbooks.dir) if settings.runbooks.dir else "(packaged)"
+    try:
+        catalog = RunbookCatalog.load(settings.runbooks.dir)
+    except Exception as exc:  # a ConfigError lists the problems
+        return Result("runbooks", where, FAIL, str(exc))
+    return Result("runbooks", where, OK, f"{len(catalog.ids())} failure runbooks")
+
+
+async def check_redis(settings: Settings, probe_s: float) -> Result:
+    target = redis_target(settings)
+    started = time.perf_counter()
+    try:
+        async with open_redis(settings) as client:
+            await asyncio.wait_for(client.ping(), probe_s)
+            info = await asyncio.wait_for(client.info("server"), probe_s)
+    except Exception as exc:  # report, never raise: the table is the answer
+        return Result("redis", target, FAIL, _scrub(settings, exc))
+    took = (time.perf_counter() - started) * 1000
+    version = info.get("redis_version", "?")
+    return Result("redis", target, OK, f"PONG in {took:.1f} ms, Redis {version}")
+
+
+def _scrub(settings: Settings, exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+    if settings.redis.url is not None:
+        text = text.replace(settings.redis.url.get_secret_value(), redis_target(settings))
+        password = urlsplit(settings.redis.url.get_secret_value()).password
+        if password:
+            text = text.replace(password, MASK)
+    return text[:200]
+
+
+async def check_gateway(settings: Settings, http: httpx.AsyncClient) -> Result:
+    if settings.openclaw is None:
+        return Result("openclaw", "(not configured)", SKIP, "fallback summaries only")
+    token = "token set" if settings.openclaw.token is not None else "no token"
+    result = await probe(http, "GET", settings.openclaw.url + "/")
+    return Result("openclaw", mask_url(settings.openclaw.url), result[0], f"{result[1]}; {token}")
+
+
+async def check_sink(sink: SinkSettings, http: httpx.AsyncClient) -> Result:
+    component = f"sink {sink.name}"
+    url = sink_url(sink)
+    if url is None:
+        return Result(component, "stdout", OK, "console sink, nothing to reach")
+    status, detail = await probe(http, "HEAD", host_root(url))
+    return Result(component, f"{sink.type} {mask_url(url)}", status, detail)
+
+
+def sink_url(sink: SinkSettings) -> str | None:
+    """The URL a sink posts to (a secret for Slack), or None for the console."""
+    if sink.type == "slack":
+        assert sink.url is not None
+        return sink.url.get_secret_value()
+    if sink.type == "pagerduty":
+        return sink.events_url
+    if sink.type == "webhook":
+        return sink.url
+    return None
+
+
+def host_root(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/"
+
+
+async def probe(http: httpx.AsyncClient, method: str, url: str) -> tuple[str, str]:
+    """(status, detail): any HTTP answer means reachable."""
+    started = time.perf_counter()
+    try:
+        response = await http.request(method, url)
+    except httpx.TimeoutException:
+        return FAIL, f"timed out after {time.perf_counter() - started:.1f} s"
+    except httpx.HTTPError as exc:
+        return FAIL, f"{type(exc).__name__}: {str(exc)[:120] or 'connection failed'}"
+    took = (time.perf_counter() - started) * 1000
+    return OK, f"reachable (HTTP {response.status_code} in {took:.0f} ms)"

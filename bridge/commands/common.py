@@ -1,0 +1,102 @@
+"""Helpers the operator commands share: a Redis connection, masking, tables."""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import shutil
+from collections.abc import AsyncIterator, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+import redis.asyncio as redis
+
+from bridge import keys
+from bridge.embedded import EmbeddedRedis
+from bridge.redis_client import build_redis
+from bridge.settings import Settings
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+MASK = "****"
+
+
+def redis_target(settings: Settings) -> str:
+    """Where Redis is, for humans: the URL with its password masked, or `embedded`."""
+    if settings.redis.url is None:
+        return f"embedded (127.0.0.1:{settings.redis.embedded_port})"
+    return mask_url(settings.redis.url.get_secret_value(), keep_path=True)
+
+
+def mask_url(url: str, *, keep_path: bool = False) -> str:
+    """`scheme://host[:port]` plus the path only when asked; passwords and queries never."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return f"unix://{parts.path}"
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    if parts.username or parts.password:
+        netloc = f"{parts.username or ''}:{MASK}@{netloc}" if parts.password else f"{MASK}@{netloc}"
+    path = parts.path if keep_path else ("/" + MASK if parts.path.strip("/") else "")
+    return urlunsplit((parts.scheme, netloc, path, "", ""))
+
+
+@contextlib.asynccontextmanager
+async def open_redis(settings: Settings) -> AsyncIterator[redis.Redis]:
+    """A client on the configured Redis (or the embedded one, started if needed)."""
+    with contextlib.ExitStack() as stack:
+        if settings.redis.url is not None:
+            url = settings.redis.url.get_secret_value()
+        else:
+            embedded = EmbeddedRedis(settings.redis.data_dir, settings.redis.embedded_port)
+            url = embedded.start()
+            stack.callback(embedded.stop)
+        client = build_redis(url, settings.redis, max_connections=4)
+        try:
+            yield client
+        finally:
+            await client.aclose()
+
+
+def resolve_source(name: str, match: str) -> str:
+    """A DLQ key from what the operator typed: `orders` → `dead_letter:orders`.
+
+    A name that already matches `sources.match` (e.g. `dead_letter:orders`, or
+    `dlq:orders` under `match = "dlq:*"`) is taken as it is.
+    """
+    if name.startswith(keys.DLQ_PREFIX) or fnmatch.fnmatchcase(name, match):
+        return name
+    return keys.DLQ_PREFIX + name
+
+
+def plural(count: int, one: str, many: str) -> str:
+    return f"{count:,} {one if count == 1 else many}"
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain aligned text table (no colours, so it pipes and greps well)."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+    lines = [_line(headers, widths), _line(["-" * w for w in widths], widths)]
+    lines.extend(_line(row, widths) for row in rows)
+    return "\n".join(lines)
+
+
+def _line(cells: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip()
+
+
+def one_line(text: str, width: int) -> str:
+    """First line of `text`, cut to `width` characters with an ellipsis."""
+    first = " ".join(text.strip().splitlines()[:1]) if text.strip() else ""
+    return first if len(first) <= width else first[: max(width - 1, 0)] + "…"
+
+
+def terminal_width(default: int = 120) -> int:
+    return shutil.get_terminal_size((default, 24)).columns
+
+
+def as_bytes(value: bytes | str) -> bytes:
+    """Redis replies are bytes (no decode_responses); typed as either by redis-py."""
+    return value if isinstance(value, bytes) else value.encode("utf-8")

@@ -1,0 +1,190 @@
+"""`dlq-bridge peek [QUEUE]`: DLQ depths, or the entries of one DLQ. Read-only.
+
+Only SCAN (with TYPE list, never KEYS), LLEN and LRANGE are used, so peeking
+at a busy production Redis is safe. Entries are shown through
+`bridge.envelope.normalize`, so secrets in them are redacted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import redis.asyncio as redis
+
+from bridge import keys
+from bridge.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    as_bytes,
+    one_line,
+    open_redis,
+    render_table,
+    resolve_source,
+    terminal_width,
+)
+from bridge.envelope import normalize
+from bridge.models import DeadLetter
+from bridge.settings import Settings
+
+EPILOG = """examples:
+  dlq-bridge peek                          # every DLQ: waiting, processing, archived
+  dlq-bridge peek orders                   # newest 20 entries of dead_letter:orders
+  dlq-bridge peek orders --limit 50 --offset 50
+  dlq-bridge peek orders --archive         # entries already alerted (dlq_bridge:alerted:…)
+  dlq-bridge peek dead_letter:{carts}:eu --json | jq .job_id
+
+Entries are listed newest first (index 0 is the left end, where producers
+LPUSH); the bridge claims from the right end. Nothing is modified.
+
+exit codes: 0 ok (also for an empty list), 1 Redis unreachable or the key is
+not a list, 2 bad configuration or usage
+"""
+
+
+@dataclass(frozen=True)
+class Depths:
+    source: str
+    waiting: int
+    processing: int
+    archived: int
+
+
+def add_args(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
+    add = parser.add_argument
+    add("queue", nargs="?", help="queue name (orders) or DLQ key (dead_letter:orders)")
+    add("--limit", type=_positive, default=20, help="entries per page (default 20)")
+    add("--offset", type=_not_negative, default=0, help="skip this many (default 0)")
+    add("--archive", action="store_true", help="list the archive of alerted entries")
+    add("--json", action="store_true", help="one normalized envelope per line")
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _not_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_run(settings, args))
+    except redis.RedisError as exc:
+        print(f"peek: Redis error: {type(exc).__name__}: {exc}")
+        return EXIT_FAILED
+
+
+async def _run(settings: Settings, args: argparse.Namespace) -> int:
+    async with open_redis(settings) as client:
+        if args.queue is None:
+            print_depths(await dlq_depths(client, settings.sources.match),
+                         int(await client.llen(keys.UNDELIVERABLE)))
+            return EXIT_OK
+        return await _list(client, settings, args)
+
+
+async def dlq_depths(client: redis.Redis, match: str) -> list[Depths]:
+    """Every source known from its DLQ, a processing list or an archive."""
+    waiting = {k: int(await client.llen(k)) for k in await _scan(client, match)
+               if not k.startswith(keys.PREFIX + ":")}
+    processing: dict[str, int] = defaultdict(int)
+    for key in await _scan(client, keys.PROCESSING_MATCH):
+        parsed = keys.parse_processing(key)
+        if parsed is not None:
+            processing[parsed.source_key] += int(await client.llen(key))
+    archived = {}
+    for key in await _scan(client, keys.ALERTED_MATCH):
+        source = keys.parse_alerted(key)
+        if source is not None:
+            archived[source] = int(await client.llen(key))
+    sources = sorted(set(waiting) | set(processing) | set(archived))
+    return [Depths(s, waiting.get(s, 0), processing.get(s, 0), archived.get(s, 0)) for s in sources]
+
+
+async def _scan(client: redis.Redis, match: str) -> list[str]:
+    found = [key async for key in client.scan_iter(match=match, count=1000, _type="list")]
+    return sorted({k.decode("utf-8", errors="replace") for k in found})
+
+
+def print_depths(depths: list[Depths], undeliverable: int) -> None:
+    if not depths:
+        print("no DLQs found")
+    else:
+        rows = [[d.source, str(d.waiting), str(d.processing), str(d.archived)] for d in depths]
+        print(render_table(["dlq", "waiting", "processing", "archived"], rows))
+        print()
+    print(f"{keys.UNDELIVERABLE}: {undeliverable}")
+
+
+async def _list(client: redis.Redis, settings: Settings, args: argparse.Namespace) -> int:
+    source = resolve_source(args.queue, settings.sources.match)
+    key = keys.alerted(source) if args.archive else source
+    kind = as_bytes(await client.type(key)).decode()
+    if kind not in ("list", "none"):
+        print(f"peek: {key} is a {kind}, not a list")
+        return EXIT_FAILED
+    total = int(await client.llen(key))
+    raws = await client.lrange(key, args.offset, args.offset + args.limit - 1)
+    letters = [normalize(as_bytes(raw), source, excerpt_max=settings.sources.excerpt_max_bytes)
+               for raw in raws]
+    if args.json:
+        for letter in letters:
+            print(letter.model_dump_json())
+        return EXIT_OK
+    print_entries(key, letters, args.offset, total)
+    return EXIT_OK
+
+
+def print_entries(key: str, letters: list[DeadLetter], offset: int, total: int) -> None:
+    if not letters:
+        print(f"{key}: no entries" + (f" at offset {offset} (length {total})" if total else ""))
+        return
+    now = datetime.now(UTC)
+    width = max(terminal_width() - 70, 30)
+    rows = [entry_row(offset + i, letter, now, width) for i, letter in enumerate(letters)]
+    print(render_table(["#", "job id", "name", "attempts", "age", "error"], rows))
+    last = offset + len(letters)
+    print(f"\n{key}: showing {offset + 1}-{last} of {total}, newest first")
+    if last < total:
+        print(f"next page: --offset {last}")
+
+
+def entry_row(index: int, letter: DeadLetter, now: datetime, width: int) -> list[str]:
+    error = letter.last_error or (f"unparseable: {letter.parse_error}" if letter.parse_error
+                                  else "(no error recorded)")
+    return [
+        str(index),
+        one_line(letter.job_id, 40),
+        one_line(letter.job_name or "-", 30),
+        "-" if letter.attempts is None else str(letter.attempts),
+        age(letter.first_failed_at, now),
+        one_line(error, width),
+    ]
+
+
+def age(first_failed_at: str | None, now: datetime) -> str:
+    """`3m`, `5h`, `2d` since the first failure; `-` when unknown or unparseable."""
+    if not first_failed_at:
+        return "-"
+    try:
+        then = datetime.fromisoformat(first_failed_at.replace("Z", "+00:00"))
+    except ValueError:
+        return "-"
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    seconds = max((now - then).total_seconds(), 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"

@@ -1,0 +1,250 @@
+"""`dlq-bridge redrive QUEUE`: move dead (or archived) entries back to their work queue.
+
+One Lua script per entry removes exactly that entry from the source list and
+pushes it (attempts reset) onto the work queue, so a crash or `kill -9` at any
+instant leaves every entry in exactly one of the two lists. Both keys are
+passed as KEYS: on Redis Cluster they must hash to one slot (give the work
+queue and its DLQ a common `{hash tag}`), or the script fails with CROSSSLOT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import redis.asyncio as redis
+
+from bridge import keys
+from bridge.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    as_bytes,
+    open_redis,
+    plural,
+    resolve_source,
+)
+from bridge.envelope import normalize
+from bridge.settings import Settings
+
+# KEYS[1] source list, KEYS[2] work queue; ARGV[1] the exact entry, ARGV[2] the bytes to push.
+REDRIVE_LUA = """
+if redis.call('LREM', KEYS[1], -1, ARGV[1]) == 0 then return 0 end
+redis.call('LPUSH', KEYS[2], ARGV[2])
+return 1
+"""
+CHUNK = 500
+PROGRESS_EVERY_S = 1.0
+ATTEMPT_FIELDS = ("attempts", "attemptsMade", "retry_count")
+
+EPILOG = """examples:
+  dlq-bridge redrive orders --dry-run          # what would move from dead_letter:orders
+  dlq-bridge redrive orders                    # all of dead_letter:orders -> orders
+  dlq-bridge redrive orders --from-archive --limit 100
+  dlq-bridge redrive orders --job-id job-42 --job-id job-43
+  dlq-bridge redrive dead_letter:{carts}:eu --to {carts}:eu:jobs
+
+Oldest entries move first. Each entry is LPUSHed onto the work queue (the DLQ
+key without `dead_letter:` unless --to is given) with its attempt counter
+reset to 0 (JSON objects; other bytes move unchanged). One atomic Lua script
+per entry: a kill at any moment loses and duplicates nothing. On Redis Cluster
+the DLQ and the work queue must share a hash slot (a common {hash tag}).
+
+exit codes: 0 done (also when nothing matched without --job-id), 1 Redis error,
+interrupted, or no entry had the given --job-id, 2 bad configuration or usage
+"""
+
+
+@dataclass(frozen=True)
+class Plan:
+    source: str  # the list entries leave (DLQ or archive)
+    target: str  # the work queue they join
+    dlq: str  # the DLQ key, for normalizing entries
+    dry_run: bool = False
+    limit: int | None = None
+    job_ids: frozenset[str] = frozenset()
+
+
+@dataclass
+class Outcome:
+    scanned: int = 0
+    matched: int = 0
+    moved: int = 0
+    vanished: int = 0  # matched, but gone before the move (claimed by the bridge meanwhile)
+    samples: list[str] = field(default_factory=list)
+
+
+def add_args(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
+    add = parser.add_argument
+    add("queue", help="queue name (orders) or DLQ key (dead_letter:orders)")
+    add("--to", metavar="KEY", help="work queue key (default: the DLQ key without dead_letter:)")
+    add("--from-archive", action="store_true", help="take entries from dlq_bridge:alerted:<dlq>")
+    add("--dry-run", action="store_true", help="count and list what would move; change nothing")
+    add("--limit", type=int, metavar="N", help="move at most N entries")
+    add("--job-id", action="append", default=[], metavar="ID", help="only this job id (repeatable)")
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    outcome = Outcome()
+    try:
+        return asyncio.run(_run(settings, args, outcome))
+    except KeyboardInterrupt:
+        print(f"redrive: interrupted after moving {outcome.moved} entries", file=sys.stderr)
+        return EXIT_FAILED
+    except redis.RedisError as exc:
+        print(f"redrive: Redis error after moving {outcome.moved} entries: {_explain(exc)}")
+        return EXIT_FAILED
+
+
+def _explain(exc: redis.RedisError) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    if "CROSSSLOT" in text:
+        text += " (on Redis Cluster the DLQ and the work queue need a common {hash tag})"
+    return text
+
+
+async def _run(settings: Settings, args: argparse.Namespace, outcome: Outcome) -> int:
+    if args.limit is not None and args.limit < 1:
+        print("redrive: --limit must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    async with open_redis(settings) as client:
+        plan = make_plan(args, settings.sources.match)
+        if isinstance(plan, str):
+            print(f"redrive: {plan}", file=sys.stderr)
+            return EXIT_USAGE
+        problem = await wrong_types(client, plan)
+        if problem:
+            print(f"redrive: {problem}", file=sys.stderr)
+            return EXIT_FAILED
+        total = int(await client.llen(plan.source))
+        await redrive(client, plan, outcome, progress_printer(plan, total))
+    print(summary_line(plan, outcome))
+    return EXIT_FAILED if plan.job_ids and outcome.matched == 0 else EXIT_OK
+
+
+def make_plan(args: argparse.Namespace, match: str) -> Plan | str:
+    """The plan, or a usage problem as text."""
+    dlq = resolve_source(args.queue, match)
+    source = keys.alerted(dlq) if args.from_archive else dlq
+    target = args.to or keys.work_queue(dlq)
+    if target is None:
+        return f"cannot derive a work queue from {dlq} (no dead_letter: prefix): pass --to KEY"
+    if target in (source, dlq):
+        return f"the work queue {target} is the list entries come from"
+    return Plan(source, target, dlq, args.dry_run, args.limit, frozenset(args.job_id))
+
+
+async def wrong_types(client: redis.Redis, plan: Plan) -> str:
+    for key in (plan.source, plan.target):
+        kind = as_bytes(await client.type(key)).decode()
+        if kind not in ("list", "none"):
+            return f"{key} is a {kind}, not a list"
+    return ""
+
+
+async def redrive(
+    client: redis.Redis,
+    plan: Plan,
+    outcome: Outcome,
+    progress: Callable[[Outcome], None] | None = None,
+) -> Outcome:
+    """Walk the source list oldest first, moving matching entries one atomic script each."""
+    skipped = 0  # entries left in place at the right end (not matching, or dry run)
+    while not _limit_reached(plan, outcome):
+        raws = await client.lrange(plan.source, -(skipped + CHUNK), -(skipped + 1))
+        if not raws:
+            break
+        scanned_before = outcome.scanned
+        batch = _select(plan, outcome, [as_bytes(r) for r in reversed(raws)])
+        skipped += outcome.scanned - scanned_before - len(batch)
+        if batch:
+            moved = await _move(client, plan, batch)
+            outcome.moved += moved
+            outcome.vanished += len(batch) - moved
+        if progress is not None:
+            progress(outcome)
+    return outcome
+
+
+def _limit_reached(plan: Plan, outcome: Outcome) -> bool:
+    return plan.limit is not None and outcome.matched >= plan.limit
+
+
+def _select(plan: Plan, outcome: Outcome, raws: list[bytes]) -> list[bytes]:
+    """The entries of this chunk to move; counts scanned and matched ones."""
+    batch = []
+    for raw in raws:
+        if _limit_reached(plan, outcome):
+            break
+        outcome.scanned += 1
+        if plan.job_ids and job_id(raw, plan.dlq) not in plan.job_ids:
+            continue
+        outcome.matched += 1
+        if plan.dry_run:
+            if len(outcome.samples) < 10:
+                outcome.samples.append(job_id(raw, plan.dlq))
+        else:
+            batch.append(raw)
+    return batch
+
+
+def job_id(raw: bytes, dlq: str) -> str:
+    return normalize(raw, dlq, excerpt_max=64).job_id
+
+
+async def _move(client: redis.Redis, plan: Plan, batch: list[bytes]) -> int:
+    """Pipelined, but each entry is its own script: atomic one by one."""
+    async with client.pipeline(transaction=False) as pipe:
+        for raw in batch:
+            pipe.eval(REDRIVE_LUA, 2, plan.source, plan.target, raw, reset_attempts(raw))
+        results = await pipe.execute()
+    return sum(int(r) for r in results)
+
+
+def reset_attempts(raw: bytes) -> bytes:
+    """The entry with `attempts` (and other known counters) set to 0; non-objects unchanged."""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw
+    if not isinstance(obj, dict):
+        return raw
+    obj["attempts"] = 0
+    for name in ATTEMPT_FIELDS[1:]:
+        if name in obj:
+            obj[name] = 0
+    return json.dumps(obj, ensure_ascii=False).encode("utf-8")
+
+
+def progress_printer(plan: Plan, total: int) -> Callable[[Outcome], None]:
+    """Progress on stderr at most once a second (long runs only)."""
+    last = time.monotonic()
+
+    def report(outcome: Outcome) -> None:
+        nonlocal last
+        if time.monotonic() - last >= PROGRESS_EVERY_S:
+            last = time.monotonic()
+            verb = "matched" if plan.dry_run else "moved"
+            count = outcome.matched if plan.dry_run else outcome.moved
+            print(f"redrive: {count:,} {verb}, {outcome.scanned:,} of ~{total:,} scanned",
+                  file=sys.stderr, flush=True)
+
+    return report
+
+
+def summary_line(plan: Plan, outcome: Outcome) -> str:
+    if plan.dry_run:
+        shown = f"; job ids: {', '.join(outcome.samples)}" if outcome.samples else ""
+        more = " …" if outcome.matched > len(outcome.samples) else ""
+        return (f"redrive (dry run): would move {outcome.matched} of {outcome.scanned} scanned "
+                f"entries from {plan.source} to {plan.target}{shown}{more}; nothing changed")
+    gone = f" ({outcome.vanished} claimed by the bridge meanwhile)" if outcome.vanished else ""
+    return (f"redrive: moved {plural(outcome.moved, 'entry', 'entries')} "
+            f"from {plan.source} to {plan.target}, "
+            f"attempts reset{gone}")
