@@ -24,7 +24,8 @@ from bridge.summarize.reply import validate_draft
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_CACHE_ERRORS = (RedisError, OSError, asyncio.TimeoutError)
+_CACHE_ERRORS = (RedisError, OSError, TimeoutError)
+CACHE_TIMEOUT_S = 2.0  # a slow cache must not hold up a summary
 
 
 class SummaryCache:
@@ -43,7 +44,8 @@ class SummaryCache:
         if not self.enabled or not fingerprint:
             return None
         try:
-            raw = await self._client.get(keys.summary(fingerprint))
+            async with asyncio.timeout(CACHE_TIMEOUT_S):
+                raw = await self._client.get(keys.summary(fingerprint))
         except _CACHE_ERRORS as exc:
             log.warning("summary cache read failed (%s); treating as a miss", type(exc).__name__)
             return None
@@ -60,7 +62,8 @@ class SummaryCache:
             return
         try:
             value = draft.model_dump_json()
-            await self._client.set(keys.summary(fingerprint), value, ex=self._ttl_s)
+            async with asyncio.timeout(CACHE_TIMEOUT_S):
+                await self._client.set(keys.summary(fingerprint), value, ex=self._ttl_s)
         except _CACHE_ERRORS as exc:
             log.warning("summary cache write failed (%s); continuing", type(exc).__name__)
 

@@ -1,0 +1,331 @@
+"""The OpenClaw path against respx: every reply shape ends in a validated summary or a fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+import respx
+
+from bridge import keys
+from bridge.envelope import normalize
+from bridge.health import Health, Status
+from bridge.metrics import Metrics
+from bridge.models import DeadLetter, Summary
+from bridge.runbooks import RunbookCatalog
+from bridge.settings import Settings
+from bridge.summarize.factory import build_summarizer
+from bridge.summarize.service import OpenClawSummarizer
+from tests.conftest import envelope_entry
+
+GW = "http://gateway.test"
+CHAT = f"{GW}/v1/chat/completions"
+TOKEN = "gw-token-123456789"
+
+VALID = {
+    "title": "orders: ship_order timed out talking to the warehouse API",
+    "severity": "error",
+    "likely_cause": "The warehouse API did not answer within 30 s.",
+    "next_steps": ["Check warehouse API latency", "Redrive once it is healthy"],
+    "runbook_hint": "timeout",
+}
+
+
+def chat(content: str, status: int = 200, **headers: str) -> httpx.Response:
+    body = {"id": "c1", "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+    return httpx.Response(status, json=body, headers=headers)
+
+
+def dead_letter(**fields: Any) -> DeadLetter:
+    return normalize(envelope_entry(**fields), "dead_letter:orders")
+
+
+class Rig:
+    def __init__(self, summarizer: OpenClawSummarizer, router: respx.MockRouter,
+                 metrics: Metrics, health: Health) -> None:
+        self.summarizer, self.router, self.metrics, self.health = summarizer, router, metrics, health
+        self.route = router.post(CHAT)
+
+    def requests(self) -> list[dict[str, Any]]:
+        return [json.loads(call.request.content) for call in self.route.calls]
+
+    async def summarize(self, **fields: Any) -> Summary:
+        return await self.summarizer.summarize(dead_letter(**fields))
+
+
+@pytest.fixture
+async def rig_factory(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> AsyncIterator[Callable[..., Rig]]:
+    clients: list[httpx.AsyncClient] = []
+
+    def build(**openclaw: Any) -> Rig:
+        settings = make_settings(
+            openclaw={"url": GW, "timeout_s": 1.0, **openclaw},
+            environ={"OPENCLAW_GATEWAY_TOKEN": TOKEN},
+        )
+        router = respx.MockRouter(assert_all_called=False)
+        http = httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler))
+        clients.append(http)
+        metrics, health = Metrics(), Health()
+        summarizer = build_summarizer(settings, RunbookCatalog.load(), aredis, http, metrics, health)
+        assert isinstance(summarizer, OpenClawSummarizer)
+        return Rig(summarizer, router, metrics, health)
+
+    yield build
+    for http in clients:
+        await http.aclose()
+
+
+@pytest.fixture
+def rig(rig_factory: Callable[..., Rig]) -> Rig:
+    return rig_factory()
+
+
+async def test_valid_reply_is_used_and_request_is_well_formed(rig: Rig) -> None:
+    rig.route.mock(return_value=chat(json.dumps(VALID)))
+    summary = await rig.summarize()
+    assert summary.source == "openclaw" and summary.fallback_reason is None
+    assert summary.title == VALID["title"] and summary.runbook_hint == "timeout"
+    assert summary.next_steps == VALID["next_steps"]
+    request = rig.route.calls[0].request
+    assert request.headers["authorization"] == f"Bearer {TOKEN}"
+    assert request.headers["x-openclaw-agent-id"] == "dlq-summarizer"
+    body = json.loads(request.content)
+    assert body["model"] == "openclaw/dlq-summarizer" and body["temperature"] == 0
+    assert body["response_format"] == {"type": "json_object"}
+    system, user = body["messages"]
+    assert system["role"] == "system" and "one json object" in system["content"].lower()
+    assert "- timeout: " in system["content"]  # the runbook catalogue
+    envelope = json.loads(user["content"])
+    assert envelope["queue"] == "orders" and envelope["job_name"] == "ship_order"
+    assert "fingerprint" not in envelope
+
+
+async def test_no_token_no_authorization_header_and_json_mode_off(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    settings = make_settings(openclaw={"url": GW, "token_env": "", "json_mode": False,
+                                       "model": "openclaw:dlq-summarizer"})
+    router = respx.MockRouter()
+    route = router.post(CHAT).mock(return_value=chat(json.dumps(VALID)))
+    async with httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler)) as http:
+        summarizer = build_summarizer(settings, RunbookCatalog.load(), aredis, http, Metrics(), Health())
+        summary = await summarizer.summarize(dead_letter())
+    assert summary.source == "openclaw"
+    request = route.calls[0].request
+    assert "authorization" not in request.headers
+    body = json.loads(request.content)
+    assert "response_format" not in body and body["model"] == "openclaw:dlq-summarizer"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "```json\n" + json.dumps(VALID, indent=2) + "\n```",
+        "Here is the summary you asked for:\n" + json.dumps(VALID) + "\nHope this helps {not json}.",
+        "Thinking {about it}... " + json.dumps(VALID),
+    ],
+    ids=["fenced", "prose-wrapped", "stray-brace-before"],
+)
+async def test_wrapped_replies_are_extracted(rig: Rig, content: str) -> None:
+    rig.route.mock(return_value=chat(content))
+    summary = await rig.summarize()
+    assert summary.source == "openclaw"
+    assert summary.title == VALID["title"] and summary.severity == "error"
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ({**VALID, "severity": "urgent"}, "schema"),
+        ({**VALID, "title": ""}, "schema"),
+        ({**VALID, "title": "x" * 121}, "schema"),
+        ({k: v for k, v in VALID.items() if k != "likely_cause"}, "schema"),
+        ({**VALID, "next_steps": "restart it"}, "schema"),
+        ({**VALID, "url": "https://evil.example/x", "sink": "pagerduty"}, "schema"),
+        ({**VALID, "next_steps": ["a", "b", "c", "d", "e"]}, "schema"),
+        ({**VALID, "next_steps": []}, "schema"),
+        ({**VALID, "runbook_hint": "reboot-the-world"}, "schema"),
+        ({**VALID, "runbook_hint": "https://evil.example/runbook"}, "schema"),
+    ],
+    ids=["bad-severity", "empty-title", "long-title", "missing-key", "steps-not-list",
+         "extra-keys", "too-many-steps", "no-steps", "unknown-runbook", "url-runbook"],
+)
+async def test_invalid_replies_fall_back(rig: Rig, reply: dict[str, Any], reason: str) -> None:
+    rig.route.mock(return_value=chat(json.dumps(reply)))
+    summary = await rig.summarize()
+    assert summary.source == "fallback" and summary.fallback_reason == reason
+    assert summary.title == "orders: ship_order failed after 3 attempts"
+    assert summary.likely_cause.startswith("TimeoutError: warehouse API timed out")
+    assert summary.runbook_hint == "timeout"
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        chat("I'm sorry, I cannot help with that."),
+        chat(""),
+        chat('{"title": "unterminated'),
+        httpx.Response(200, text="<html>gateway</html>"),
+        httpx.Response(200, json={"choices": []}),
+        httpx.Response(200, json={"choices": [{"message": {"content": None}}]}),
+    ],
+    ids=["prose-only", "empty", "truncated-json", "html-body", "no-choices", "null-content"],
+)
+async def test_non_json_replies_fall_back(rig: Rig, response: httpx.Response) -> None:
+    rig.route.mock(return_value=response)
+    summary = await rig.summarize()
+    assert summary.source == "fallback" and summary.fallback_reason == "invalid_json"
+    assert summary.title == "orders: ship_order failed after 3 attempts"
+
+
+async def test_http_500_falls_back_and_degrades_health(rig: Rig) -> None:
+    rig.route.mock(return_value=httpx.Response(500, text="boom"))
+    summary = await rig.summarize()
+    assert summary.source == "fallback" and summary.fallback_reason == "http_500"
+    check = rig.health.get("gateway")
+    assert check is not None and check.status is Status.DEGRADED
+    assert b'dlq_bridge_gateway_request_seconds_count{outcome="http_500"} 1.0' in rig.metrics.render()
+
+
+async def test_429_honours_retry_after(rig: Rig) -> None:
+    rig.route.mock(side_effect=[chat("", 429, **{"Retry-After": "30"}), chat(json.dumps(VALID))])
+    first = await rig.summarize()
+    assert first.source == "fallback" and first.fallback_reason == "http_429"
+    # Within Retry-After no call is made, even for another fingerprint.
+    second = await rig.summarize(job_name="other_job")
+    assert second.source == "fallback" and second.fallback_reason == "http_429"
+    assert rig.route.call_count == 1
+    assert rig.summarizer.breaker.paused
+    assert b"dlq_bridge_gateway_circuit_open 1.0" in rig.metrics.render()
+
+
+async def test_timeout_falls_back(rig_factory: Callable[..., Rig]) -> None:
+    rig = rig_factory(timeout_s=0.2)
+
+    async def slow(_request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(2)
+        return chat(json.dumps(VALID))
+
+    rig.route.mock(side_effect=slow)
+    started = asyncio.get_running_loop().time()
+    summary = await rig.summarize()
+    assert asyncio.get_running_loop().time() - started < 1.0
+    assert summary.source == "fallback" and summary.fallback_reason == "timeout"
+
+
+async def test_transport_timeout_and_connection_error(rig: Rig) -> None:
+    rig.route.mock(side_effect=[httpx.ReadTimeout("slow"), httpx.ConnectError("refused")])
+    assert (await rig.summarize()).fallback_reason == "timeout"
+    assert (await rig.summarize(job_name="b")).fallback_reason == "error"
+
+
+async def test_cache_hit_and_only_successes_are_cached(rig: Rig, aredis: aioredis.Redis) -> None:
+    rig.route.mock(side_effect=[httpx.Response(503), chat(json.dumps(VALID))])
+    dl = dead_letter()
+    assert (await rig.summarizer.summarize(dl)).fallback_reason == "http_503"
+    assert await aredis.get(keys.summary(dl.fingerprint)) is None
+    assert (await rig.summarizer.summarize(dl)).source == "openclaw"
+    ttl = await aredis.ttl(keys.summary(dl.fingerprint))
+    assert 3500 < ttl <= 3600
+    hit = await rig.summarizer.summarize(dead_letter(job_id="job-2", attempts=5))
+    assert hit.source == "cache" and hit.title == VALID["title"]
+    assert rig.route.call_count == 2
+
+
+async def test_concurrent_identical_fingerprints_share_one_call(rig: Rig) -> None:
+    async def slow(_request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.1)
+        return chat(json.dumps(VALID))
+
+    rig.route.mock(side_effect=slow)
+    summaries = await asyncio.gather(*(rig.summarize(job_id=f"j{i}") for i in range(20)))
+    assert rig.route.call_count == 1
+    assert sorted(s.source.value for s in summaries) == ["cache"] * 19 + ["openclaw"]
+
+
+async def test_concurrent_failures_fall_back_per_entry(rig: Rig) -> None:
+    async def slow_fail(_request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.05)
+        return httpx.Response(502)
+
+    rig.route.mock(side_effect=slow_fail)
+    a, b = await asyncio.gather(rig.summarize(attempts=2), rig.summarize(attempts=7))
+    assert rig.route.call_count == 1
+    assert (a.fallback_reason, b.fallback_reason) == ("http_502", "http_502")
+    assert "after 2 attempts" in a.title and "after 7 attempts" in b.title
+
+
+async def test_redis_down_is_a_cache_miss(make_settings: Callable[..., Settings]) -> None:
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    from tests.support.redis_server import free_port
+
+    settings = make_settings(openclaw={"url": GW}, environ={"OPENCLAW_GATEWAY_TOKEN": TOKEN})
+    dead_redis = aioredis.Redis(port=free_port(), socket_connect_timeout=0.2,
+                                retry=Retry(NoBackoff(), 0))
+    router = respx.MockRouter()
+    route = router.post(CHAT).mock(return_value=chat(json.dumps(VALID)))
+    async with httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler)) as http:
+        summarizer = build_summarizer(settings, RunbookCatalog.load(), dead_redis, http, Metrics(), Health())
+        first = await summarizer.summarize(dead_letter())
+        second = await summarizer.summarize(dead_letter())
+    await dead_redis.aclose()
+    assert first.source == "openclaw" and second.source == "openclaw"
+    assert route.call_count == 2
+
+
+async def test_breaker_opens_then_half_opens(rig_factory: Callable[..., Rig]) -> None:
+    rig = rig_factory(breaker_failures=3, breaker_cooldown_s=0.3)
+    rig.route.mock(return_value=httpx.Response(500))
+    reasons = [(await rig.summarize(job_name=f"job{i}")).fallback_reason for i in range(5)]
+    assert reasons == ["http_500"] * 3 + ["circuit_open"] * 2
+    assert rig.route.call_count == 3
+    check = rig.health.get("gateway")
+    assert check is not None and check.status is Status.DEGRADED and check.detail == "circuit open"
+    await asyncio.sleep(0.35)
+    rig.route.mock(return_value=chat(json.dumps(VALID)))
+    assert (await rig.summarize(job_name="probe")).source == "openclaw"
+    check = rig.health.get("gateway")
+    assert check is not None and check.status is Status.OK
+    assert b"dlq_bridge_gateway_circuit_open 0.0" in rig.metrics.render()
+
+
+async def test_budget_limits_calls_per_minute(rig_factory: Callable[..., Rig]) -> None:
+    rig = rig_factory(calls_per_minute=2, cache_ttl_s=0)
+    rig.route.mock(return_value=chat(json.dumps(VALID)))
+    sources = [(await rig.summarize(job_name=f"job{i}")) for i in range(4)]
+    assert [s.fallback_reason for s in sources] == [None, None, "budget", "budget"]
+    assert rig.route.call_count == 2
+
+
+async def test_model_text_is_cleaned_of_new_urls_and_secrets(rig: Rig) -> None:
+    reply = {**VALID, "likely_cause": "See https://evil.example/login and use AKIAABCDEFGHIJKLMNOP",
+             "next_steps": ["Call http://warehouse.internal:8080/health"]}
+    rig.route.mock(return_value=chat(json.dumps(reply)))
+    summary = await rig.summarize(last_error="ConnectError: http://warehouse.internal:8080/health refused")
+    assert summary.source == "openclaw"
+    assert "evil.example" not in summary.likely_cause and "[link removed]" in summary.likely_cause
+    assert "AKIA" not in summary.likely_cause
+    assert summary.next_steps == ["Call http://warehouse.internal:8080/health"]  # from the envelope
+
+
+async def test_disabled_when_no_openclaw_section(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    settings = make_settings()
+    health = Health()
+    async with httpx.AsyncClient() as http:
+        summarizer = build_summarizer(settings, RunbookCatalog.load(), aredis, http, Metrics(), health)
+        summary = await summarizer.summarize(dead_letter())
+    assert summary.source == "fallback" and summary.fallback_reason == "disabled"
+    check = health.get("gateway")
+    assert check is not None and check.status is Status.OK
