@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -113,6 +114,10 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         lifespan="on",
     )
     server = uvicorn.Server(config)
+    # uvicorn re-raises the signal that stopped it once shutdown is done; a no-op
+    # handler underneath makes a graceful SIGTERM/SIGINT stop exit 0.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: None)
     server.run()
     return EXIT_OK if server.started else EXIT_FAILED
 

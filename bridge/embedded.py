@@ -77,14 +77,22 @@ class EmbeddedRedis:
     def _command(self) -> list[str]:
         return [
             redis_server_binary(),
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", str(self.data_dir),
-            "--appendonly", "yes" if self.appendonly else "no",
-            "--save", "",
-            "--daemonize", "no",
-            "--logfile", str(self.data_dir / "redis.log"),
-            "--protected-mode", "yes",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.data_dir),
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--logfile",
+            str(self.data_dir / "redis.log"),
+            "--protected-mode",
+            "yes",
         ]
 
     def stop(self) -> None:

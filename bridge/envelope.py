@@ -69,8 +69,10 @@ def _decode(raw: bytes) -> tuple[dict[str, Any] | None, str]:
         obj = json.loads(text)
     except RecursionError:
         return None, "JSON nested too deeply"
-    except ValueError as exc:
-        return None, f"not JSON ({exc.msg} at char {getattr(exc, 'pos', 0)})"
+    except json.JSONDecodeError as exc:
+        return None, f"not JSON ({exc.msg} at char {exc.pos})"
+    except ValueError:
+        return None, "not JSON (number out of range)"
     if not isinstance(obj, dict):
         return None, f"JSON {type(obj).__name__}, not an object"
     return obj, ""
@@ -137,7 +139,7 @@ def _error_text(obj: dict[str, Any]) -> str | None:
         value = obj.get(name)
         if value is None or value == "" or isinstance(value, bool):
             continue
-        text = value if isinstance(value, str) else json.dumps(value, default=str)[:MAX_ERROR_CHARS * 2]
+        text = value if isinstance(value, str) else json.dumps(value, default=str)[: MAX_ERROR_CHARS * 2]
         error_class = obj.get("error_class")
         if name == "error_message" and isinstance(error_class, str) and error_class:
             text = f"{error_class}: {text}"

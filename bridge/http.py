@@ -22,9 +22,7 @@ def build_transport(settings: HttpSettings) -> httpx.AsyncBaseTransport:
     return httpx.AsyncHTTPTransport(limits=limits, trust_env=False)
 
 
-def build_http_client(
-    settings: HttpSettings, transport: httpx.AsyncBaseTransport | None = None
-) -> httpx.AsyncClient:
+def build_http_client(settings: HttpSettings, transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
     """Build the client every outbound call shares; tests pass their own transport."""
     return httpx.AsyncClient(
         transport=transport or build_transport(settings),

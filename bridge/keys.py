@@ -30,8 +30,9 @@ def source_ref(source_key: str) -> str:
 
 def source_from_ref(ref: str) -> str:
     """Inverse of `source_ref`: strip the outer braces of an exact `{…}` ref."""
-    if ref.startswith("{") and ref.endswith("}") and ref.count("{") == 1 and ref.count("}") == 1:
-        return ref[1:-1]
+    inner = ref[1:-1]
+    if ref.startswith("{") and ref.endswith("}") and source_ref(inner) == ref:
+        return inner
     return ref
 
 

@@ -17,12 +17,8 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.dlq_depth = Gauge(
-            "dlq_bridge_dlq_depth", "Entries waiting in each DLQ", ["source"], registry=r
-        )
-        self.processing_depth = Gauge(
-            "dlq_bridge_processing_depth", "Entries claimed and not finished", registry=r
-        )
+        self.dlq_depth = Gauge("dlq_bridge_dlq_depth", "Entries waiting in each DLQ", ["source"], registry=r)
+        self.processing_depth = Gauge("dlq_bridge_processing_depth", "Entries claimed and not finished", registry=r)
         self.entries = Counter(
             "dlq_bridge_entries_total",
             "Dead letters finished, by outcome (alerted, poison, error)",
@@ -78,9 +74,7 @@ class Metrics:
             "Entries returned to their DLQ from processing lists (own recovery or reaper)",
             registry=r,
         )
-        self.loop_tick = Gauge(
-            "dlq_bridge_loop_tick_timestamp_seconds", "Last tick of the main loop", registry=r
-        )
+        self.loop_tick = Gauge("dlq_bridge_loop_tick_timestamp_seconds", "Last tick of the main loop", registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -8,6 +8,7 @@ rescan, reaper) log their errors and keep going.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -86,6 +87,7 @@ class Pipeline:
             for task in upkeep:
                 task.cancel()
             await asyncio.gather(*upkeep, return_exceptions=True)
+        await self._source.drop_heartbeat()  # leftovers may be reaped at once
 
     async def _start(self) -> None:
         backoff = Backoff()
@@ -220,10 +222,8 @@ class Pipeline:
                 self._redis_down(exc)
             except Exception:
                 log.exception("upkeep task %s failed; it keeps running", getattr(job, "__name__", job))
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=interval)
-            except TimeoutError:
-                pass
 
     def _tick(self) -> None:
         self.last_tick = time.monotonic()

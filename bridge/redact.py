@@ -79,10 +79,7 @@ def redact_value(value: Any, depth: int = 0) -> Any:
     if depth >= MAX_DEPTH:
         return TOO_DEEP
     if isinstance(value, dict):
-        return {
-            str(k): REDACTED if is_sensitive_key(str(k)) else redact_value(v, depth + 1)
-            for k, v in value.items()
-        }
+        return {str(k): REDACTED if is_sensitive_key(str(k)) else redact_value(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
         return [redact_value(v, depth + 1) for v in value]
     if isinstance(value, str):

@@ -83,7 +83,12 @@ async def open_runtime(
             dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout)
             source = RedisListSource(client, settings.sources, settings.redis.consumer_id)
             pipeline = Pipeline(
-                source, summarizer, dispatcher, settings.sources, metrics, health,
+                source,
+                summarizer,
+                dispatcher,
+                settings.sources,
+                metrics,
+                health,
                 runbook_url_builder(settings, runbooks),
             )
             yield Runtime(settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline)

@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import AsyncIterator
 
 import redis.asyncio as redis
 
@@ -67,7 +68,7 @@ class RedisListSource:
             source = self._next_source()
             raw = await self._redis.lmove(source, keys.processing(source, self.consumer), "RIGHT", "LEFT")
             if raw is not None:
-                return Claimed(source, bytes(raw), time.monotonic())
+                return Claimed(source, as_bytes(raw), time.monotonic())
         if count == 0:
             return None
         return await self._block_on(self._next_source(), count)
@@ -75,9 +76,13 @@ class RedisListSource:
     async def _block_on(self, source: str, count: int) -> Claimed | None:
         timeout = IDLE_BLOCK_SINGLE_S if count == 1 else self._settings.poll_interval_s
         raw = await self._redis.blmove(
-            source, keys.processing(source, self.consumer), timeout, "RIGHT", "LEFT"
+            source,
+            keys.processing(source, self.consumer),
+            timeout,
+            "RIGHT",
+            "LEFT",  # type: ignore[arg-type]
         )
-        return None if raw is None else Claimed(source, bytes(raw), time.monotonic())
+        return None if raw is None else Claimed(source, as_bytes(raw), time.monotonic())
 
     def _next_source(self) -> str:
         self._cursor = (self._cursor + 1) % len(self._sources)
@@ -114,7 +119,7 @@ class RedisListSource:
                 moved += count
         return moved
 
-    async def _processing_keys(self):  # type: ignore[no-untyped-def]
+    async def _processing_keys(self) -> AsyncIterator[str]:
         async for key in self._redis.scan_iter(match=keys.PROCESSING_MATCH, count=1000, _type="list"):
             yield key.decode("utf-8", errors="replace")
 
@@ -140,6 +145,10 @@ class RedisListSource:
         for source in self._sources:
             total += int(await self._redis.llen(keys.processing(source, self.consumer)))
         return total
+
+
+def as_bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode("utf-8")
 
 
 async def return_entries(client: redis.Redis, processing_key: str, source_key: str) -> int:

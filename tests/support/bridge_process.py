@@ -1,0 +1,63 @@
+"""Running the real `dlq-bridge` CLI as a subprocess, for kill -9 and service tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+
+def write_config(path: Path, sections: dict[str, dict[str, Any] | list[dict[str, Any]]]) -> Path:
+    lines: list[str] = []
+    for name, value in sections.items():
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            lines.append(f"[[{name}]]" if isinstance(value, list) else f"[{name}]")
+            lines.extend(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in item.items())
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def start_bridge(
+    args: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, stdout: Any = None
+) -> subprocess.Popen[bytes]:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.Popen(
+        [sys.executable, "-m", "bridge", *args],
+        cwd=cwd,
+        env=full_env,
+        stdout=stdout if stdout is not None else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def wait_healthz(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> dict[str, Any]:
+    """Poll /healthz until 200; fails with the process's stderr if it died."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            raise AssertionError(f"bridge exited with {proc.returncode}: {err[-2000:]}")
+        try:
+            response = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0)
+            last = response
+            if response.status_code == 200:
+                return dict(response.json())
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"/healthz never answered 200 (last: {last})")
+
+
+def kill9(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
