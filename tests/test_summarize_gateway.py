@@ -251,6 +251,24 @@ async def test_concurrent_identical_fingerprints_share_one_call(rig: Rig) -> Non
     assert sorted(s.source.value for s in summaries) == ["cache"] * 19 + ["openclaw"]
 
 
+async def test_gateway_concurrency_is_bounded(rig_factory: Callable[..., Rig]) -> None:
+    rig = rig_factory(max_concurrency=2)
+    in_flight, peak = 0, 0
+
+    async def slow(_request: httpx.Request) -> httpx.Response:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.05)
+        in_flight -= 1
+        return chat(json.dumps(VALID))
+
+    rig.route.mock(side_effect=slow)
+    summaries = await asyncio.gather(*(rig.summarize(job_name=f"job{i}") for i in range(6)))
+    assert {s.source.value for s in summaries} == {"openclaw"}
+    assert rig.route.call_count == 6 and peak == 2
+
+
 async def test_concurrent_failures_fall_back_per_entry(rig: Rig) -> None:
     async def slow_fail(_request: httpx.Request) -> httpx.Response:
         await asyncio.sleep(0.05)

@@ -56,7 +56,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
 
 
 class GatewayClient:
-    """Sends chat completions with a timeout and bounded concurrency."""
+    """Sends chat completions with a timeout (the caller bounds concurrency)."""
 
     def __init__(
         self, settings: OpenClawSettings, http: httpx.AsyncClient, metrics: Metrics
@@ -64,7 +64,6 @@ class GatewayClient:
         self._settings = settings
         self._http = http
         self._metrics = metrics
-        self._slots = asyncio.Semaphore(settings.max_concurrency)
         self.url = settings.url + CHAT_PATH
 
     def headers(self) -> dict[str, str]:
@@ -86,18 +85,17 @@ class GatewayClient:
 
     async def complete(self, messages: list[dict[str, str]]) -> Any:
         """The decoded JSON response of one call; raises SummaryError on any failure."""
-        async with self._slots:
-            started = time.monotonic()
-            outcome = "error"
-            try:
-                response = await self._post(messages)
-                outcome = "ok"
-                return response
-            except SummaryError as exc:
-                outcome = exc.reason
-                raise
-            finally:
-                self._metrics.gateway_seconds.labels(outcome).observe(time.monotonic() - started)
+        started = time.monotonic()
+        outcome = "error"
+        try:
+            response = await self._post(messages)
+            outcome = "ok"
+            return response
+        except SummaryError as exc:
+            outcome = exc.reason
+            raise
+        finally:
+            self._metrics.gateway_seconds.labels(outcome).observe(time.monotonic() - started)
 
     async def _post(self, messages: list[dict[str, str]]) -> Any:
         timeout = self._settings.timeout_s

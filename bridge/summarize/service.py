@@ -1,4 +1,4 @@
-"""OpenClawSummarizer: cache → coalesce → breaker → budget → gateway → validate.
+"""OpenClawSummarizer: coalesce → cache → slot → breaker → budget → gateway → validate.
 
 `summarize` never raises. Every path that does not end in a validated reply
 ends in the static fallback with a reason (`timeout`, `http_<code>`, `error`,
@@ -8,6 +8,7 @@ answers are cached.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -67,6 +68,7 @@ class OpenClawSummarizer:
         )
         self.budget = budget or CallBudget(settings.calls_per_minute)
         self._coalescer: Coalescer[Outcome] = Coalescer()
+        self._slots = asyncio.Semaphore(settings.max_concurrency)
         self.calls = 0
         health.set("gateway", Status.OK, "closed")
 
@@ -93,15 +95,16 @@ class OpenClawSummarizer:
         cached = await self._cache.get(dl.fingerprint)
         if cached is not None:
             return Outcome(draft=cached, cached=True)
-        refusal = self._refusal()
-        if refusal:
-            return Outcome(reason=refusal)
-        try:
-            draft = await self._ask(dl)
-        except SummaryError as exc:
-            self._failed(exc)
-            return Outcome(reason=exc.reason)
-        self._succeeded()
+        async with self._slots:  # breaker and budget are asked once a slot is free
+            refusal = self._refusal()
+            if refusal:
+                return Outcome(reason=refusal)
+            try:
+                draft = await self._ask(dl)
+            except SummaryError as exc:
+                self._failed(exc)
+                return Outcome(reason=exc.reason)
+            self._succeeded()
         await self._cache.put(dl.fingerprint, draft)
         return Outcome(draft=draft)
 
