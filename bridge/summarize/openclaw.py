@@ -5,7 +5,8 @@
     x-openclaw-agent-id: <agent>
 
 Every failure becomes a SummaryError whose `reason` is the fallback reason
-(`timeout`, `http_<code>`, `error` for connection failures, `invalid_json`);
+(`timeout`, `http_<code>`, `invalid_json`, and `error` when the gateway cannot
+be reached or the transport fails);
 a 429 is a GatewayBusy carrying the Retry-After delay. Nothing the gateway
 returns chooses a URL or a header: the URL and headers are fixed here.
 """
@@ -104,10 +105,13 @@ class GatewayClient:
                 response = await self._http.post(
                     self.url, json=self.body(messages), headers=self.headers(), timeout=timeout
                 )
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            # httpx-aiohttp reports a refused connection as ConnectTimeout: both are "unreachable"
+            raise SummaryError("error", f"gateway unreachable ({type(exc).__name__})") from None
         except (TimeoutError, httpx.TimeoutException):
             raise SummaryError("timeout", f"gateway did not answer within {timeout:g}s") from None
         except httpx.HTTPError as exc:
-            raise SummaryError("error", f"gateway unreachable ({type(exc).__name__})") from None
+            raise SummaryError("error", f"gateway call failed ({type(exc).__name__})") from None
         if response.status_code == 429:
             raise GatewayBusy(parse_retry_after(response.headers.get("Retry-After")))
         if not response.is_success:

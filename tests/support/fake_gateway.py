@@ -1,0 +1,73 @@
+"""A fake OpenClaw gateway (FastAPI) for integration tests and benches.
+
+It records every request (headers and raw body) and answers with whatever
+`responder` returns for the decoded dead letter of the user message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+
+Responder = Callable[[dict[str, Any]], str]
+
+
+def valid_reply(envelope: dict[str, Any]) -> str:
+    """A well-formed summary naming the queue and job of the dead letter."""
+    return json.dumps({
+        "title": f"{envelope.get('queue')}: {envelope.get('job_name')} failed (model)",
+        "severity": "error",
+        "likely_cause": "The model read the error and blames the dependency.",
+        "next_steps": ["Check the dependency", "Redrive the job"],
+        "runbook_hint": "",
+    })
+
+
+@dataclass
+class FakeGateway:
+    responder: Responder = valid_reply
+    latency_s: float = 0.0
+    status: int = 200
+    retry_after: str | None = None
+    bodies: list[bytes] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    in_flight: int = 0
+    peak_in_flight: int = 0
+
+    @property
+    def calls(self) -> int:
+        return len(self.bodies)
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+        app.add_api_route("/v1/chat/completions", self._chat, methods=["POST"])
+        return app
+
+    async def _chat(self, request: Request) -> Response:
+        raw = await request.body()
+        self.bodies.append(raw)
+        self.headers.append(dict(request.headers))
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            if self.latency_s:
+                await asyncio.sleep(self.latency_s)
+        finally:
+            self.in_flight -= 1
+        if self.status != 200:
+            extra = {"Retry-After": self.retry_after} if self.retry_after else {}
+            return JSONResponse({"error": "unavailable"}, status_code=self.status, headers=extra)
+        envelope = json.loads(json.loads(raw)["messages"][1]["content"])
+        content = self.responder(envelope)
+        return JSONResponse({
+            "id": f"chatcmpl-{self.calls}",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+        })
