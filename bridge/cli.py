@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bridge.commands import check, peek, redrive
+from bridge.commands import check, peek, redrive, summarize
 from bridge.errors import ConfigError
 from bridge.settings import Settings, load_settings
 
@@ -66,6 +66,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "check": ("validate config and reach Redis, gateway and sinks (sends nothing)", check.add_args),
     "peek": ("show DLQ depths, or the entries of one DLQ (read-only)", peek.add_args),
     "redrive": ("move dead or archived entries back to their work queue", redrive.add_args),
+    "summarize": ("dry run on one entry: summary and rendered cards, sends nothing",
+                  summarize.add_args),
 }
 
 
@@ -144,4 +146,5 @@ HANDLERS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
     "check": check.run,
     "peek": peek.run,
     "redrive": redrive.run,
+    "summarize": summarize.run,
 }
