@@ -36,12 +36,15 @@ def raw_digest(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
-def clean_text(text: str, limit: int) -> str:
-    """Drop control and bidi characters, redact secrets, cut to `limit` with a marker."""
+def clean_text(text: str, limit: int, *, redact: bool = True) -> str:
+    """Drop control and bidi characters, redact secrets, cut to `limit` with a marker.
+
+    `redact=False` is for text taken from an object `redact_value` already redacted.
+    """
     text = _CONTROL.sub("", text)
     if len(text) > limit:
         text = f"{text[:limit]}…[truncated {len(text) - limit} chars]"
-    return redact_text(text)
+    return redact_text(text) if redact else text
 
 
 def normalize(raw: bytes, source_key: str, *, excerpt_max: int = 2048) -> DeadLetter:
@@ -118,7 +121,7 @@ def _first_text(obj: dict[str, Any], names: tuple[str, ...]) -> str | None:
         if isinstance(value, bool) or value is None:
             continue
         if isinstance(value, str | int | float) and str(value).strip():
-            return clean_text(str(value).strip(), MAX_FIELD_CHARS)
+            return clean_text(str(value).strip(), MAX_FIELD_CHARS, redact=False)
     return None
 
 
@@ -143,7 +146,7 @@ def _error_text(obj: dict[str, Any]) -> str | None:
         error_class = obj.get("error_class")
         if name == "error_message" and isinstance(error_class, str) and error_class:
             text = f"{error_class}: {text}"
-        return clean_text(text.strip(), MAX_ERROR_CHARS)
+        return clean_text(text.strip(), MAX_ERROR_CHARS, redact=False)
     return None
 
 
@@ -157,17 +160,17 @@ def _failed_at(obj: dict[str, Any]) -> str | None:
             except (OverflowError, OSError, ValueError):
                 return clean_text(str(value), MAX_FIELD_CHARS)
         if isinstance(value, str) and value.strip():
-            return clean_text(value.strip(), MAX_FIELD_CHARS)
+            return clean_text(value.strip(), MAX_FIELD_CHARS, redact=False)
     return None
 
 
 def _excerpt(obj: dict[str, Any], excerpt_max: int) -> str | None:
     given = obj.get("payload_excerpt")
     if isinstance(given, str) and given:
-        return clean_text(given, excerpt_max)
+        return clean_text(given, excerpt_max, redact=False)
     for name in _PAYLOAD_FIELDS:
         if name in obj:
-            return clean_text(_bounded_json(obj[name], excerpt_max), excerpt_max)
+            return clean_text(_bounded_json(obj[name], excerpt_max), excerpt_max, redact=False)
     return None
 
 
