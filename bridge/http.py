@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import httpx
 
 from bridge.settings import HttpSettings
@@ -24,6 +26,8 @@ def build_transport(settings: HttpSettings) -> httpx.AsyncBaseTransport:
 
 def build_http_client(settings: HttpSettings, transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
     """Build the client every outbound call shares; tests pass their own transport."""
+    # httpx logs every request URL at INFO; a Slack webhook URL is a secret.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     return httpx.AsyncClient(
         transport=transport or build_transport(settings),
         headers={"User-Agent": USER_AGENT},
