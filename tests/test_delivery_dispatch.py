@@ -10,6 +10,9 @@ from collections.abc import Callable
 
 import pytest
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
 
 from bridge import keys
 from bridge.health import Status
@@ -111,7 +114,7 @@ async def test_a_dead_sink_does_not_delay_a_healthy_one(
     make_settings: Callable[..., Settings], aredis: aioredis.Redis, dead: str
 ) -> None:
     healthy = Receiver()
-    hanging = Receiver(default=Reply(503, delay_s=5.0))
+    hanging = Receiver(default=Reply(503, delay_s=1.0))
     async with serve(healthy.app) as good_base, serve(hanging.app) as hang_base:
         dead_url = f"http://127.0.0.1:{free_port()}/in" if dead == "nothing-listening" else f"{hang_base}/in"
         delivery = {"base_delay_s": 0.2, "max_delay_s": 0.4, "request_timeout_s": 0.5, "max_attempts": 3}
@@ -186,10 +189,8 @@ async def test_routing_by_min_severity_and_queue_globs(
 async def test_redis_down_while_recording_raises_so_the_entry_is_kept(
     make_settings: Callable[..., Settings], aredis: aioredis.Redis
 ) -> None:
-    from redis.exceptions import RedisError
-
     receiver = Receiver()
-    broken = aioredis.Redis(port=free_port(), socket_connect_timeout=0.2)
+    broken = aioredis.Redis(port=free_port(), socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     async with serve(receiver.app) as base:
         settings = make_settings(delivery=FAST, sinks=[webhook("api", f"{base}/in")])
         async with open_delivery(settings, broken) as d:
