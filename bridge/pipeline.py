@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -69,6 +70,8 @@ class Pipeline:
         self._runbook_url = runbook_url
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._in_flight: set[asyncio.Task[None]] = set()
+        self._held: Counter[tuple[str, bytes]] = Counter()
+        self._suspects: set[tuple[str, bytes]] = set()
         self.processed = 0
         self.last_tick = time.monotonic()
 
@@ -79,6 +82,7 @@ class Pipeline:
             asyncio.create_task(self._every(self._settings.heartbeat_interval_s, self._source.heartbeat, stop)),
             asyncio.create_task(self._every(self._settings.rescan_interval_s, self._rescan, stop)),
             asyncio.create_task(self._every(self._settings.reap_interval_s, self._source.reap, stop)),
+            asyncio.create_task(self._every(self._settings.reap_interval_s, self._sweep_own, stop)),
         ]
         try:
             await self._claim_loop(stop, burst)
@@ -148,10 +152,29 @@ class Pipeline:
         return sum((await self._source.depths()).values()) == 0
 
     async def _process_and_release(self, claimed: Claimed) -> None:
+        held = (claimed.source_key, claimed.raw)
+        self._held[held] += 1
         try:
             await self._process_until_done(claimed)
         finally:
+            self._held[held] -= 1
+            if self._held[held] <= 0:
+                del self._held[held]
             self._slots.release()
+
+    async def _sweep_own(self) -> None:
+        """Return entries stuck in our processing list that no worker holds.
+
+        A claim whose reply was lost (Redis restarted, a timeout) leaves an entry
+        in our list that nobody processes. Only entries seen unheld in two sweeps
+        in a row are returned, so a claim on its way to a worker is never touched.
+        """
+        unheld = set((await self._source.own_entries()) - self._held)
+        for source_key, raw in unheld & self._suspects:
+            if await self._source.release(source_key, raw):
+                self._metrics.reaped.inc()
+                log.warning("returned an orphaned claim to %s", source_key)
+        self._suspects = unheld
 
     async def _process_until_done(self, claimed: Claimed) -> None:
         backoff = Backoff()

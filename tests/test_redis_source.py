@@ -118,3 +118,24 @@ async def test_pipeline_drains_several_dlqs_and_reaps_a_dead_consumer(
     assert [k async for k in aredis.scan_iter(match="dlq_bridge:processing:*")] in ([],)
     metrics = runtime.metrics.render().decode()
     assert 'dlq_bridge_entries_total{outcome="alerted"} 91.0' in metrics
+
+
+async def test_a_claim_whose_reply_was_lost_is_returned_and_processed(
+    aredis: aioredis.Redis, make_settings: Callable[..., Settings]
+) -> None:
+    """An entry in our own processing list that no worker holds (LMOVE reply lost)."""
+    settings = make_settings(sources={"reap_interval_s": 0.2})
+    out = io.StringIO()
+    async with open_runtime(settings, stdout=out) as runtime:
+        stop = asyncio.Event()
+        task = asyncio.create_task(runtime.pipeline.run(stop))
+        await asyncio.sleep(0.3)
+        await aredis.lpush(keys.processing("dead_letter:lost", "test-1"), envelope_entry(job_id="orphan-claim"))
+        for _ in range(100):
+            if await aredis.llen(keys.alerted("dead_letter:lost")) == 1:
+                break
+            await asyncio.sleep(0.05)
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    assert await aredis.llen(keys.alerted("dead_letter:lost")) == 1
+    assert "id=orphan-claim" in out.getvalue()

@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 
 import redis.asyncio as redis
@@ -32,6 +33,11 @@ redis.call('LPUSH', KEYS[2], ARGV[1])
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[2]) - 1)
 return 1
 """
+RELEASE_LUA = """
+local removed = redis.call('LREM', KEYS[1], -1, ARGV[1])
+if removed == 1 then redis.call('RPUSH', KEYS[2], ARGV[1]) end
+return removed
+"""
 IDLE_BLOCK_SINGLE_S = 1.0
 
 
@@ -45,6 +51,7 @@ class RedisListSource:
         self._sources: list[str] = []
         self._cursor = 0
         self._finish = client.register_script(FINISH_LUA)
+        self._release = client.register_script(RELEASE_LUA)
 
     @property
     def sources(self) -> list[str]:
@@ -96,6 +103,21 @@ class RedisListSource:
         )
         return bool(done)
 
+    async def own_entries(self) -> Counter[tuple[str, bytes]]:
+        """Everything in this consumer's processing lists, as (source key, raw) counts."""
+        found: Counter[tuple[str, bytes]] = Counter()
+        async for key in self._processing_keys(f"{keys.PREFIX}:processing:*:{self.consumer}"):
+            parsed = keys.parse_processing(key)
+            if parsed is not None and parsed.consumer == self.consumer:
+                for raw in await self._redis.lrange(key, 0, -1):
+                    found[(parsed.source_key, as_bytes(raw))] += 1
+        return found
+
+    async def release(self, source_key: str, raw: bytes) -> bool:
+        """Atomically return one claimed entry to the right end of its DLQ."""
+        moved = await self._release(keys=[keys.processing(source_key, self.consumer), source_key], args=[raw])
+        return bool(moved)
+
     async def recover_own(self) -> int:
         """Return everything in this consumer's processing lists to the DLQs."""
         moved = 0
@@ -119,8 +141,8 @@ class RedisListSource:
                 moved += count
         return moved
 
-    async def _processing_keys(self) -> AsyncIterator[str]:
-        async for key in self._redis.scan_iter(match=keys.PROCESSING_MATCH, count=1000, _type="list"):
+    async def _processing_keys(self, match: str = keys.PROCESSING_MATCH) -> AsyncIterator[str]:
+        async for key in self._redis.scan_iter(match=match, count=1000, _type="list"):
             yield key.decode("utf-8", errors="replace")
 
     async def heartbeat(self) -> None:
