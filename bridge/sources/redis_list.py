@@ -85,9 +85,9 @@ class RedisListSource:
         raw = await self._redis.blmove(
             source,
             keys.processing(source, self.consumer),
-            timeout,
+            timeout,  # type: ignore[arg-type]  # Redis ≥ 6 takes fractional seconds
             "RIGHT",
-            "LEFT",  # type: ignore[arg-type]
+            "LEFT",
         )
         return None if raw is None else Claimed(source, as_bytes(raw), time.monotonic())
 
