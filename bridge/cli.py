@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bridge.commands import check, peek, redrive, summarize
+from bridge.commands import check, peek, redrive, send_test, summarize, undeliverable
 from bridge.errors import ConfigError
 from bridge.settings import Settings, load_settings
 
@@ -68,6 +68,9 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "redrive": ("move dead or archived entries back to their work queue", redrive.add_args),
     "summarize": ("dry run on one entry: summary and rendered cards, sends nothing",
                   summarize.add_args),
+    "send-test": ("send one clearly marked test alert to each configured sink", send_test.add_args),
+    "undeliverable": ("list or retry deliveries that exhausted their retries",
+                      undeliverable.add_args),
 }
 
 
@@ -147,4 +150,6 @@ HANDLERS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
     "peek": peek.run,
     "redrive": redrive.run,
     "summarize": summarize.run,
+    "send-test": send_test.run,
+    "undeliverable": undeliverable.run,
 }

@@ -1,0 +1,152 @@
+"""`dlq-bridge undeliverable [list|retry]`: inspect and re-deliver failed deliveries.
+
+`list` shows the records in `dlq_bridge:undeliverable` (newest first): age,
+sink, status, attempts, idempotency key and error; bodies are not printed.
+`retry` rebuilds each record's Alert and delivers it again to its sink
+(oldest first), through the ledger, so a sink that meanwhile got it is not
+sent it twice. A record is removed (LREM of its exact string) only after
+its sink accepted the alert; a failed retry leaves the record as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from typing import Any, TextIO
+
+import redis.asyncio as redis
+from pydantic import ValidationError
+
+from bridge.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    one_line,
+    open_redis,
+    render_table,
+)
+from bridge.delivery.deliver import Deliverer, Route
+from bridge.delivery.factory import build_routes
+from bridge.delivery.ledger import Ledger
+from bridge.delivery.undeliverable import Stored, UndeliverableStore
+from bridge.health import Health
+from bridge.http import build_http_client
+from bridge.metrics import Metrics
+from bridge.models import Alert
+from bridge.settings import Settings
+
+EPILOG = """examples:
+  dlq-bridge undeliverable                         # list (same as `list`)
+  dlq-bridge undeliverable list --sink slack-ops --limit 50
+  dlq-bridge undeliverable retry                   # re-deliver every record, oldest first
+  dlq-bridge undeliverable retry --sink pagerduty --limit 10 --attempts 5
+
+exit codes: 0 ok (retry: every tried record delivered), 1 a retry failed or Redis error
+"""
+
+
+def add_args(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
+    add = parser.add_argument
+    add("action", nargs="?", choices=["list", "retry"], default="list", help="default: list")
+    add("--sink", metavar="NAME", help="only records of this sink")
+    add("--limit", type=int, default=None, metavar="N", help="at most N records")
+    add("--attempts", type=int, default=3, metavar="N", help="retry: attempts per record (default 3)")
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        if args.action == "retry":
+            return asyncio.run(retry(settings, args.sink, args.limit, args.attempts, sys.stdout))
+        return asyncio.run(list_records(settings, args.sink, args.limit, sys.stdout))
+    except redis.RedisError as exc:
+        print(f"undeliverable: Redis error: {type(exc).__name__}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _matching(stored: list[Stored], sink: str | None, limit: int | None) -> list[Stored]:
+    chosen = [s for s in stored if sink is None or s.record.get("sink") == sink]
+    return chosen if limit is None else chosen[: max(limit, 0)]
+
+
+async def list_records(settings: Settings, sink: str | None, limit: int | None, out: TextIO) -> int:
+    async with open_redis(settings) as client:
+        stored = _matching(await UndeliverableStore(client).records(), sink, limit)
+    if not stored:
+        print("no undeliverable records" + (f" for sink {sink}" if sink else ""), file=out)
+        return EXIT_OK
+    now = time.time()
+    rows = [_row(s.record, now) for s in stored]
+    print(render_table(["AGE", "SINK", "STATUS", "ATTEMPTS", "KEY", "ERROR"], rows), file=out)
+    return EXIT_OK
+
+
+def _row(record: dict[str, Any], now: float) -> list[str]:
+    at = record.get("at")
+    age = _age(now - at) if isinstance(at, (int, float)) else "?"
+    status = record.get("status")
+    key = record.get("idempotency_key") or record.get("source_key") or "?"
+    return [age, str(record.get("sink", "?")), "-" if status is None else str(status),
+            str(record.get("attempts", "-")), one_line(str(key), 60),
+            one_line(str(record.get("error", "")), 80)]
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(max(seconds, 0))}s"
+
+
+async def retry(
+    settings: Settings, sink: str | None, limit: int | None, attempts: int, out: TextIO
+) -> int:
+    delivery = settings.delivery.model_copy(update={"max_attempts": max(attempts, 1)})
+    http = build_http_client(settings.http)
+    try:
+        async with open_redis(settings) as client:
+            routes = {r.sink.name: r for r in build_routes(settings, http, out)}
+            deliverer = Deliverer(delivery, Ledger(client, delivery.ledger_ttl_s), Metrics(), Health())
+            store = UndeliverableStore(client)
+            stored = _matching(list(reversed(await store.records())), sink, limit)
+            failed = await _retry_each(stored, routes, deliverer, store, out)
+    finally:
+        await http.aclose()
+    print(f"undeliverable retry: {len(stored) - failed} delivered, {failed} not", file=out)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+async def _retry_each(
+    stored: list[Stored],
+    routes: dict[str, Route],
+    deliverer: Deliverer,
+    store: UndeliverableStore,
+    out: TextIO,
+) -> int:
+    failed = 0
+    for item in stored:
+        ok, message = await _retry_one(item, routes, deliverer, store)
+        failed += 0 if ok else 1
+        print(f"{'ok  ' if ok else 'FAIL'} {item.record.get('sink', '?')} "
+              f"{one_line(str(item.record.get('idempotency_key', '?')), 60)}: {message}", file=out)
+    return failed
+
+
+async def _retry_one(
+    item: Stored, routes: dict[str, Route], deliverer: Deliverer, store: UndeliverableStore
+) -> tuple[bool, str]:
+    record = item.record
+    route = routes.get(str(record.get("sink")))
+    if route is None:
+        return False, "skipped: no such sink is configured"
+    try:
+        alert = Alert.model_validate(record.get("alert"))
+    except ValidationError:
+        return False, "skipped: the record holds no alert to re-deliver"
+    result = await deliverer.deliver(route, alert)
+    if result.outcome == "undeliverable":
+        return False, f"still failing: {(result.error or '').removeprefix(f'sink {result.sink}: ')}"
+    removed = await store.remove(item)
+    note = "" if removed else " (record was already removed)"
+    return True, ("delivered" if result.outcome == "delivered" else "already delivered") + note
