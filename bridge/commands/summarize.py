@@ -56,6 +56,8 @@ def read_given(args: argparse.Namespace, stdin: BinaryIO) -> Entry | str:
     """The entry from `--file PATH` or stdin, or why it cannot be read."""
     path = args.path or args.file or "-"
     if path == "-":
+        if stdin.isatty():
+            print("summarize: reading one entry from stdin (end with Ctrl-D)", file=sys.stderr)
         return stdin.read(), MANUAL_SOURCE
     try:
         return Path(path).read_bytes(), MANUAL_SOURCE
