@@ -28,6 +28,7 @@ _CORRELATION_FIELDS = ("correlation_id", "correlationId", "request_id", "trace_i
 _ERROR_FIELDS = ("last_error", "error", "error_message", "failedReason", "exception", "exc_info")
 _FAILED_AT_FIELDS = ("first_failed_at", "failed_at", "failedAt")
 _PAYLOAD_FIELDS = ("params", "payload", "args", "data", "kwargs")
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
 
 
@@ -37,13 +38,14 @@ def raw_digest(raw: bytes) -> str:
 
 
 def clean_text(text: str, limit: int, *, redact: bool = True) -> str:
-    """Drop control and bidi characters, redact secrets, cut to `limit` with a marker.
+    """Cut to `limit` with a marker, drop control and bidi characters, redact secrets.
 
-    `redact=False` is for text taken from an object `redact_value` already redacted.
+    Cutting comes first so a 20 MB string costs no more than a small one.
+    `redact=False` is for text built from values `redact_value` already redacted.
     """
-    text = _CONTROL.sub("", text)
     if len(text) > limit:
         text = f"{text[:limit]}…[truncated {len(text) - limit} chars]"
+    text = _CONTROL.sub("", text)
     return redact_text(text) if redact else text
 
 
@@ -54,7 +56,7 @@ def normalize(raw: bytes, source_key: str, *, excerpt_max: int = 2048) -> DeadLe
         obj, parse_error = _decode(raw)
         if obj is None:
             return _unparseable(raw, source_key, digest, parse_error, excerpt_max)
-        return _from_object(redact_value(obj), source_key, digest, excerpt_max)
+        return _from_object(obj, source_key, digest, excerpt_max)
     except Exception as exc:  # last line of defence: never lose an entry to a parser bug
         return _unparseable(raw, source_key, digest, f"normalization failed: {type(exc).__name__}", excerpt_max)
 
@@ -73,11 +75,11 @@ def _decode(raw: bytes) -> tuple[dict[str, Any] | None, str]:
     except RecursionError:
         return None, "JSON nested too deeply"
     except json.JSONDecodeError as exc:
-        return None, f"not JSON ({exc.msg} at char {exc.pos})"
+        return None, f"not JSON ({exc.msg}, char {exc.pos})"
     except ValueError:
         return None, "not JSON (number out of range)"
     if not isinstance(obj, dict):
-        return None, f"JSON {type(obj).__name__}, not an object"
+        return None, f"JSON {_JSON_TYPES.get(type(obj), 'value')}, not an object"
     return obj, ""
 
 
@@ -121,7 +123,7 @@ def _first_text(obj: dict[str, Any], names: tuple[str, ...]) -> str | None:
         if isinstance(value, bool) or value is None:
             continue
         if isinstance(value, str | int | float) and str(value).strip():
-            return clean_text(str(value).strip(), MAX_FIELD_CHARS, redact=False)
+            return clean_text(str(value).strip(), MAX_FIELD_CHARS)
     return None
 
 
@@ -142,11 +144,14 @@ def _error_text(obj: dict[str, Any]) -> str | None:
         value = obj.get(name)
         if value is None or value == "" or isinstance(value, bool):
             continue
-        text = value if isinstance(value, str) else json.dumps(value, default=str)[: MAX_ERROR_CHARS * 2]
+        if isinstance(value, str):
+            text = clean_text(value.strip(), MAX_ERROR_CHARS)
+        else:
+            text = clean_text(_bounded_json(value, MAX_ERROR_CHARS), MAX_ERROR_CHARS, redact=False)
         error_class = obj.get("error_class")
         if name == "error_message" and isinstance(error_class, str) and error_class:
-            text = f"{error_class}: {text}"
-        return clean_text(text.strip(), MAX_ERROR_CHARS, redact=False)
+            text = f"{clean_text(error_class, MAX_FIELD_CHARS)}: {text}"
+        return text
     return None
 
 
@@ -160,26 +165,26 @@ def _failed_at(obj: dict[str, Any]) -> str | None:
             except (OverflowError, OSError, ValueError):
                 return clean_text(str(value), MAX_FIELD_CHARS)
         if isinstance(value, str) and value.strip():
-            return clean_text(value.strip(), MAX_FIELD_CHARS, redact=False)
+            return clean_text(value.strip(), MAX_FIELD_CHARS)
     return None
 
 
 def _excerpt(obj: dict[str, Any], excerpt_max: int) -> str | None:
     given = obj.get("payload_excerpt")
     if isinstance(given, str) and given:
-        return clean_text(given, excerpt_max, redact=False)
+        return clean_text(given, excerpt_max)
     for name in _PAYLOAD_FIELDS:
         if name in obj:
-            return clean_text(_bounded_json(obj[name], excerpt_max), excerpt_max, redact=False)
+            value = obj[name]
+            if isinstance(value, str):
+                return clean_text(value, excerpt_max)
+            return clean_text(_bounded_json(value, excerpt_max), excerpt_max, redact=False)
     return None
 
 
 def _bounded_json(value: Any, limit: int) -> str:
-    """JSON text of `value`, cut near `limit` chars without serialising a huge value whole."""
-    if isinstance(value, str):
-        return value[: limit * 2]
-    if isinstance(value, list) and len(value) > limit:
-        value = value[:limit]
-    if isinstance(value, dict) and len(value) > limit:
-        value = dict(list(value.items())[:limit])
-    return json.dumps(value, ensure_ascii=False, default=str)[: limit * 2]
+    """Redacted JSON text of `value`, cut near `limit` chars; huge values are never walked whole."""
+    redacted = redact_value(value, max_items=limit, max_chars=limit)
+    if isinstance(redacted, str):
+        return redacted
+    return json.dumps(redacted, ensure_ascii=False, default=str)[: limit * 2]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -88,14 +89,23 @@ def redact_text(text: str) -> str:
     return text
 
 
-def redact_value(value: Any, depth: int = 0) -> Any:
-    """Redact a decoded JSON value: sensitive keys' values and secrets inside strings."""
+def redact_value(value: Any, depth: int = 0, *, max_items: int = 1_000_000, max_chars: int = 10**9) -> Any:
+    """Redact a decoded JSON value: sensitive keys' values and secrets inside strings.
+
+    `max_items` and `max_chars` bound the walk: longer lists and objects keep their
+    first items, longer strings are cut (before redaction, so cost stays bounded).
+    """
     if depth >= MAX_DEPTH:
         return TOO_DEEP
     if isinstance(value, dict):
-        return {str(k): REDACTED if is_sensitive_key(str(k)) else redact_value(v, depth + 1) for k, v in value.items()}
+        return {
+            str(k): REDACTED
+            if is_sensitive_key(str(k))
+            else redact_value(v, depth + 1, max_items=max_items, max_chars=max_chars)
+            for k, v in itertools.islice(value.items(), max_items)
+        }
     if isinstance(value, list):
-        return [redact_value(v, depth + 1) for v in value]
+        return [redact_value(v, depth + 1, max_items=max_items, max_chars=max_chars) for v in value[:max_items]]
     if isinstance(value, str):
-        return redact_text(value)
+        return redact_text(value[:max_chars])
     return value

@@ -45,7 +45,7 @@ def test_garbage_bytes_become_an_unparseable_envelope() -> None:
 
 def test_json_array_is_not_an_object() -> None:
     dl = normalize(b"[1, 2]", "dead_letter:q")
-    assert dl.parse_error == "JSON list, not an object"
+    assert dl.parse_error == "JSON array, not an object"
 
 
 def test_deeply_nested_json_does_not_crash() -> None:

@@ -50,7 +50,7 @@ def test_demo_prints_a_card_for_every_sample_shape(tmp_path: Path) -> None:
         "charge_card failed after 5 attempts",
         "No error was recorded",
         "not UTF-8",
-        "JSON list, not an object",
+        "JSON array, not an object",
         "import_contacts",
     ):
         assert expected in out, expected
