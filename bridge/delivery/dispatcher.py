@@ -45,6 +45,7 @@ class Dispatcher:
         self._metrics = metrics or Metrics()
         self._deliverer = deliverer or Deliverer(DeliverySettings(), None, self._metrics, Health())
         self._undeliverable = undeliverable
+        self._depth_known = False
 
     @property
     def routes(self) -> list[Route]:
@@ -56,6 +57,7 @@ class Dispatcher:
 
     async def dispatch(self, alert: Alert) -> list[Result]:
         """Deliver to every routed sink; returns when each is final (see module doc)."""
+        await self._refresh_depth_once()
         outcomes = await asyncio.gather(
             *(self._final(route, alert) for route in self.routed(alert)), return_exceptions=True
         )
@@ -92,6 +94,16 @@ class Dispatcher:
             body = {"render_error": type(exc).__name__}
         record = build_record(route.sink.name, route.settings.type, alert, body, failure)
         await asyncio.shield(self._undeliverable.push(record))
+
+    async def _refresh_depth_once(self) -> None:
+        """Show records left by earlier runs in the depth gauge (later LPUSHes keep it current)."""
+        if self._depth_known or self._undeliverable is None:
+            return
+        try:
+            await self._undeliverable.depth()
+            self._depth_known = True
+        except RedisError:
+            log.debug("undeliverable depth not known yet (Redis unavailable)")
 
     async def aclose(self) -> None:
         return None
