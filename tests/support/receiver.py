@@ -29,6 +29,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    status: int = 0  # what the receiver answered
 
 
 @dataclass
@@ -51,8 +52,8 @@ class Receiver:
 
     async def _handle(self, request: Request, path: str) -> Response:
         body = await request.body()
-        self.requests.append(Received(time.monotonic(), path, dict(request.headers), body))
         reply = self.script.pop(0) if self.script else self.default
+        self.requests.append(Received(time.monotonic(), path, dict(request.headers), body, reply.status))
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
         return Response(reply.body, status_code=reply.status, headers=reply.headers)
