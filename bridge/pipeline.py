@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 REDIS_ERRORS = (RedisError, OSError)
 MAX_BACKOFF_S = 5.0
+LARGE_ENTRY_BYTES = 256 * 1024
 
 
 @dataclass
@@ -204,7 +205,7 @@ class Pipeline:
 
     async def process(self, claimed: Claimed) -> None:
         """One entry end to end; Redis outages are waited out, the entry is kept."""
-        dead_letter = normalize(claimed.raw, claimed.source_key, excerpt_max=self._settings.excerpt_max_bytes)
+        dead_letter = await self._normalize(claimed)
         alert = await self._alert_for(dead_letter)
         await self._dispatcher.dispatch(alert)
         await self._finish(claimed)
@@ -212,6 +213,13 @@ class Pipeline:
         self._metrics.entries.labels(outcome).inc()
         self._metrics.entry_seconds.observe(time.monotonic() - claimed.claimed_at)
         self.processed += 1
+
+    async def _normalize(self, claimed: Claimed) -> DeadLetter:
+        """Normalize; a large entry is parsed off the event loop so heartbeats keep ticking."""
+        excerpt_max = self._settings.excerpt_max_bytes
+        if len(claimed.raw) > LARGE_ENTRY_BYTES:
+            return await asyncio.to_thread(normalize, claimed.raw, claimed.source_key, excerpt_max=excerpt_max)
+        return normalize(claimed.raw, claimed.source_key, excerpt_max=excerpt_max)
 
     async def _alert_for(self, dead_letter: DeadLetter) -> Alert:
         summary = await self._summarizer.summarize(dead_letter)
