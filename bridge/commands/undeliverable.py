@@ -110,6 +110,9 @@ async def retry(
             deliverer = Deliverer(delivery, Ledger(client, delivery.ledger_ttl_s), Metrics(), Health())
             store = UndeliverableStore(client)
             stored = _matching(list(reversed(await store.records())), sink, limit)
+            if not stored:
+                print("no undeliverable records to retry", file=out)
+                return EXIT_OK
             failed = await _retry_each(stored, routes, deliverer, store, out)
     finally:
         await http.aclose()

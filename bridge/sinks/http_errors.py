@@ -80,8 +80,10 @@ _RETRYABLE_TRANSPORT = (
 
 
 def transport_error(sink: str, exc: Exception, key: str) -> SinkError:
-    """The sink error for an exception raised while sending (class name only, no URL)."""
+    """The sink error for an exception raised while sending (class names only, no URL)."""
     name = type(exc).__name__
+    if exc.__cause__ is not None:  # e.g. the aiohttp error a transport mapped to httpx's
+        name += f"/{type(exc.__cause__).__name__}"
     if isinstance(exc, _RETRYABLE_TRANSPORT):
         return SinkRetryable(sink, f"{name} (no response)", idempotency_key=key)
     return SinkPermanent(sink, name, idempotency_key=key)
