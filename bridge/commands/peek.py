@@ -44,6 +44,8 @@ exit codes: 0 ok (also for an empty list), 1 Redis unreachable or the key is
 not a list, 2 bad configuration or usage
 """
 
+HEADERS = ["#", "job id", "name", "attempts", "age", "error"]
+
 
 @dataclass(frozen=True)
 class Depths:
@@ -151,9 +153,11 @@ def print_entries(key: str, letters: list[DeadLetter], offset: int, total: int) 
         print(f"{key}: no entries" + (f" at offset {offset} (length {total})" if total else ""))
         return
     now = datetime.now(UTC)
-    width = max(terminal_width() - 70, 30)
-    rows = [entry_row(offset + i, letter, now, width) for i, letter in enumerate(letters)]
-    print(render_table(["#", "job id", "name", "attempts", "age", "error"], rows))
+    rows = [entry_row(offset + i, letter, now, 10_000) for i, letter in enumerate(letters)]
+    fixed = sum(max(len(h), *(len(r[c]) for r in rows)) + 2 for c, h in enumerate(HEADERS[:-1]))
+    width = max(terminal_width() - fixed, 30)
+    rows = [[*row[:-1], one_line(row[-1], width)] for row in rows]
+    print(render_table(HEADERS, rows))
     last = offset + len(letters)
     print(f"\n{key}: showing {offset + 1}-{last} of {total}, newest first")
     if last < total:
