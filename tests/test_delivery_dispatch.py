@@ -129,7 +129,7 @@ async def test_a_dead_sink_does_not_delay_a_healthy_one(
             results = {r.sink: r.outcome for r in await task}
             total = time.monotonic() - started
     assert results == {"dead": "undeliverable", "good": "delivered"}
-    assert healthy_after < 0.3, f"healthy sink waited {healthy_after:.2f}s"
+    assert healthy_after < 0.5, f"healthy sink waited {healthy_after:.2f}s"
     if dead == "hangs":
         assert total >= 1.0, "the hanging sink should have used its timeouts and retries"
 
