@@ -153,4 +153,4 @@ async def test_slack_is_paced_per_webhook_without_slowing_other_sinks(
     assert min(slack.gaps()) >= 0.2, f"two sinks on one webhook share one pace: {slack.gaps()}"
     hook_span = hook.requests[-1].at - hook.requests[0].at
     slack_span = slack.requests[-1].at - slack.requests[0].at
-    assert slack_span >= 1.25 and hook_span < 0.6, "the webhook sink must not wait for Slack's pace"
+    assert slack_span >= 1.1 and hook_span < 0.6, "the webhook sink must not wait for Slack's pace"
