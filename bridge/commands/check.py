@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -61,6 +62,7 @@ def add_args(parser: argparse.ArgumentParser) -> None:
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the table says it all
     results = asyncio.run(check_all(settings, args.timeout, config_path(args.config)))
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=2))
