@@ -6,6 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from bridge.cli import main
 from tests.support.http_server import serve
 from tests.support.ops import clean_env, cli, write_config
 from tests.support.redis_server import free_port
@@ -115,3 +118,26 @@ async def test_help_lists_examples_and_exit_codes(tmp_path: Path, redis_url: str
     done = await cli(config, "check", "--help")
     assert done.code == 0
     assert "examples:" in done.out and "exit codes: 0" in done.out
+
+
+@pytest.mark.parametrize("command", ["check", "peek", "redrive"])
+def test_every_ops_command_documents_examples_and_exit_codes(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert "examples:" in out and f"dlq-bridge {command}" in out
+    assert "exit codes: 0" in out and " 1 " in out and " 2 " in out
+
+
+@pytest.mark.parametrize("args", [["peek"], ["peek", "orders"], ["redrive", "orders"]])
+def test_unreachable_redis_exits_1_without_a_traceback(
+    args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path / "b.toml", f"redis://:pw-secret@127.0.0.1:{free_port()}/0")
+    assert main(["--config", str(config), *args]) == 1
+    captured = capsys.readouterr()
+    assert "Redis error" in captured.out + captured.err
+    assert "Traceback" not in captured.out + captured.err and "pw-secret" not in captured.out + captured.err
