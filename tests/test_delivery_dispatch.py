@@ -181,8 +181,8 @@ async def test_routing_by_min_severity_and_queue_globs(
             assert await d.dispatcher.dispatch(make_alert(queue="orders")) == []
             await d.dispatcher.dispatch(make_alert(queue="payments-eu"))
             await d.dispatcher.dispatch(make_alert(queue="orders", job_id="j2", severity=Severity.CRITICAL))
-            assert [r.sink.name for r in d.dispatcher.routed(make_alert(queue="payments", severity=Severity.CRITICAL))] \
-                == ["pay", "crit"]
+            both = make_alert(queue="payments", severity=Severity.CRITICAL)
+            assert [r.sink.name for r in d.dispatcher.routed(both)] == ["pay", "crit"]
     assert sorted(r.path for r in receiver.requests) == ["crit", "pay"]
 
 
