@@ -51,6 +51,20 @@ async def test_discovery_uses_the_pattern_and_skips_other_types(aredis: aioredis
     assert await source(aredis).rescan() == ["dead_letter:a", "dead_letter:b"]
 
 
+async def test_a_drained_dlq_stays_in_rotation(aredis: aioredis.Redis) -> None:
+    """Redis deletes an empty list; its next dead letter must not wait for a rescan."""
+    await aredis.lpush("dead_letter:sporadic", b"one")
+    src = source(aredis)
+    await src.rescan()
+    first = await src.claim()
+    assert first is not None and await src.finish(first)
+    assert not await aredis.exists("dead_letter:sporadic")
+    assert await src.rescan() == ["dead_letter:sporadic"]
+    await aredis.lpush("dead_letter:sporadic", b"two")
+    second = await src.claim()
+    assert second is not None and second.raw == b"two"
+
+
 async def test_recover_own_returns_entries_to_the_right_end_in_claim_order(aredis: aioredis.Redis) -> None:
     await aredis.lpush("dead_letter:q", b"1", b"2", b"3", b"4")
     src = source(aredis)

@@ -142,6 +142,7 @@ def test_sigterm_stops_claiming_and_exits_0_within_grace(
         {
             "server": {"port": http_port, "grace_s": 3},
             "redis": {"url": redis_url, "consumer_id": "term-1"},
+            "sources": {"rescan_interval_s": 0.5},
         },
     )
     proc = start_bridge(["--config", str(cfg), "run"])

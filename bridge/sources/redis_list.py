@@ -39,6 +39,7 @@ if removed == 1 then redis.call('RPUSH', KEYS[2], ARGV[1]) end
 return removed
 """
 IDLE_BLOCK_SINGLE_S = 1.0
+STICKY_S = 600.0
 
 
 class RedisListSource:
@@ -49,6 +50,7 @@ class RedisListSource:
         self._settings = settings
         self.consumer = consumer
         self._sources: list[str] = []
+        self._last_seen: dict[str, float] = {}
         self._cursor = 0
         self._finish = client.register_script(FINISH_LUA)
         self._release = client.register_script(RELEASE_LUA)
@@ -58,14 +60,20 @@ class RedisListSource:
         return list(self._sources)
 
     async def rescan(self) -> list[str]:
-        """Discover DLQ lists by SCAN (never KEYS); keeps rotation order stable."""
-        found: set[str] = set()
+        """Discover DLQ lists by SCAN (never KEYS); keeps rotation order stable.
+
+        Redis deletes a list when it empties, so a drained DLQ stays in rotation for
+        `STICKY_S` after it was last seen: its next dead letter is claimed at once
+        instead of waiting for a rescan.
+        """
+        now = time.monotonic()
         async for key in self._redis.scan_iter(match=self._settings.match, count=1000, _type="list"):
             name = key.decode("utf-8", errors="replace")
             if not name.startswith(keys.PREFIX + ":"):
-                found.add(name)
-        kept = [s for s in self._sources if s in found]
-        self._sources = kept + sorted(found - set(kept))
+                self._last_seen[name] = now
+        self._last_seen = {k: t for k, t in self._last_seen.items() if now - t < STICKY_S}
+        kept = [s for s in self._sources if s in self._last_seen]
+        self._sources = kept + sorted(set(self._last_seen) - set(kept))
         return self.sources
 
     async def claim(self) -> Claimed | None:
