@@ -141,7 +141,7 @@ class OpenClawSettings(_Section):
     agent: str = Field(default="dlq-summarizer", pattern=NAME_RE)
     model: str | None = None
     token: SecretStr | None = None
-    token_env: str | None = "OPENCLAW_GATEWAY_TOKEN"
+    token_env: str | None = "OPENCLAW_GATEWAY_TOKEN"  # noqa: S105 - the variable name, not a secret
     token_file: Path | None = None
     timeout_s: float = Field(default=20.0, gt=0)
     max_concurrency: int = Field(default=8, ge=1, le=256)
