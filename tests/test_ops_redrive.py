@@ -136,3 +136,21 @@ def test_kill_9_during_a_large_redrive_loses_and_duplicates_nothing(
     assert {e["attempts"] for e in left} == {3} and {e["attempts"] for e in moved} == {0}
     # the oldest went first: everything moved is older than everything left
     assert max(int(e["job_id"][4:]) for e in moved) < min(int(e["job_id"][4:]) for e in left)
+
+
+def test_long_runs_print_progress_on_stderr(
+    clean_redis: redis.Redis, config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bridge.commands.redrive as module
+
+    monkeypatch.setattr(module, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(module, "CHUNK", 100)
+    with clean_redis.pipeline(transaction=False) as pipe:
+        for i in range(1_000):
+            pipe.lpush("dead_letter:orders", json.dumps({"job_id": f"job-{i}", "attempts": 1}))
+        pipe.execute()
+    assert main(["--config", str(config), "redrive", "orders"]) == 0
+    captured = capsys.readouterr()
+    progress = [line for line in captured.err.splitlines() if line.startswith("redrive: ")]
+    assert len(progress) >= 9 and "of ~1,000 scanned" in progress[-1]
+    assert captured.out.strip() == "redrive: moved 1,000 entries from dead_letter:orders to orders, attempts reset"
