@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import resource
 import tempfile
+import time
+from collections.abc import Coroutine, Iterable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from bridge.embedded import EmbeddedRedis, port_answers
 from bridge.settings import Settings, load_settings
 
+T = TypeVar("T")
 
-def bench_redis_url() -> tuple[str, EmbeddedRedis | None]:
-    """$DLQ_BRIDGE_BENCH_REDIS_URL, else the local server (db 14), else an embedded one."""
+
+def bench_redis_url(db: int = 14) -> tuple[str, EmbeddedRedis | None]:
+    """$DLQ_BRIDGE_BENCH_REDIS_URL, else the local server (`db`), else an embedded one."""
     given = os.environ.get("DLQ_BRIDGE_BENCH_REDIS_URL")
     if given:
         return given, None
     if port_answers(6379):
-        return "redis://127.0.0.1:6379/14", None
+        return f"redis://127.0.0.1:6379/{db}", None
     server = EmbeddedRedis(Path(tempfile.mkdtemp(prefix="dlqb-bench-")), 6399, appendonly=False)
     return server.start(), server
 
@@ -48,3 +54,78 @@ def distinct_entry(i: int, queue: str = "bench") -> bytes:
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run on uvloop when installed: the loop `dlq-bridge run` gets from uvicorn."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)
+
+
+def peers_toml(peers_url: str, *, transport: str = "aiohttp", max_concurrency: int = 32) -> str:
+    """[http], [openclaw] at the fake gateway, one webhook sink at the receiver (bench secrets inline)."""
+    return (
+        f'[http]\ntransport = "{transport}"\n'
+        f'[openclaw]\nurl = "{peers_url}"\ntoken = "bench-token"\n'
+        f"max_concurrency = {max_concurrency}\ncalls_per_minute = 0\ntimeout_s = 20\n"
+        f'[[sinks]]\nname = "hook"\ntype = "webhook"\nurl = "{peers_url}/hook/bridge"\n'
+        f'secret = "bench-webhook-secret"\n'
+    )
+
+
+def service_config(redis_url: str, port: int, consumer: str, extra_toml: str = "") -> Path:
+    """A TOML file for `python -m bridge --config <file> run` (service defaults otherwise)."""
+    path = Path(tempfile.mkdtemp(prefix="dlqb-bench-")) / "bridge.toml"
+    path.write_text(
+        f'[server]\nhost = "127.0.0.1"\nport = {port}\nlog_level = "warning"\n'
+        f'[redis]\nurl = "{redis_url}"\nconsumer_id = "{consumer}"\n'
+        f"[sources]\narchive_max = 100000\n{extra_toml}"
+    )
+    return path
+
+
+def vm_kb(pid: int, field: str) -> int:
+    """A `/proc/<pid>/status` field in kB (VmRSS, VmHWM), 0 once the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+async def drain(settings: Settings) -> float:
+    """In process: `open_runtime` + `pipeline.run(burst=True)`; seconds from start to empty DLQs."""
+    from bridge.runtime import open_runtime
+
+    async with open_runtime(settings) as runtime:
+        started = time.perf_counter()
+        await runtime.pipeline.run(asyncio.Event(), burst=True)
+        return time.perf_counter() - started
+
+
+def push_entries(redis_url: str, source: str, entries: Iterable[bytes]) -> int:
+    """Flush the bench db, then LPUSH `entries` to `source` in batches; the count pushed."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    batch: list[bytes] = []
+    pushed = 0
+    with client.pipeline(transaction=False) as pipe:
+        for entry in entries:
+            batch.append(entry)
+            if len(batch) == 1000:
+                pipe.lpush(source, *batch)
+                pushed, batch = pushed + len(batch), []
+        if batch:
+            pipe.lpush(source, *batch)
+            pushed += len(batch)
+        pipe.execute()
+    client.close()
+    return pushed

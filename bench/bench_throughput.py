@@ -1,0 +1,152 @@
+"""Drain throughput: the bridge (both HTTP transports) against a sequential baseline worker.
+
+Every entry is a distinct failure (distinct job name, so a distinct
+fingerprint: the summary cache cannot help) and costs one gateway call and
+one signed webhook POST. The peers (fake OpenClaw gateway answering at once,
+webhook receiver) run in their own process (`bench/peers.py`).
+
+- bridge: in process, `open_runtime(settings)` + `pipeline.run(burst=True)` on
+  uvloop (what `dlq-bridge run` gets from uvicorn), `[http] transport` =
+  aiohttp and httpx, each on its own fresh set of entries.
+- baseline: the obvious alternative, a classic reliable-queue worker with
+  redis-py and plain `httpx.Client` (default transport), one entry at a time:
+  BLMOVE → POST gateway → parse → POST signed webhook → LREM.
+
+    python -m bench.bench_throughput [--entries 20000] [--baseline-entries 5000]
+
+Redis: $DLQ_BRIDGE_BENCH_REDIS_URL, else redis://127.0.0.1:6379/13 (flushed),
+else an embedded server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import hmac
+import json
+import os
+import time
+from typing import Any
+
+import httpx
+import redis
+
+from bench.common import bench_redis_url, bench_settings, distinct_entry, drain, peers_toml, push_entries, run
+from bench.peers import PeersProcess
+from bridge.summarize.prompt import default_prompt_dir
+
+BENCH_DB = 13
+SECRET = b"bench-webhook-secret"
+
+
+def push(url: str, queue: str, n: int) -> str:
+    """Flush the bench db and LPUSH `n` distinct entries to `dead_letter:<queue>`."""
+    source = f"dead_letter:{queue}"
+    push_entries(url, source, (distinct_entry(i, queue) for i in range(n)))
+    return source
+
+
+def drain_bridge(url: str, peers: PeersProcess, transport: str, args: argparse.Namespace) -> tuple[float, float]:
+    """Wall seconds and CPU seconds of this (the bridge's) process for one drain."""
+    toml = peers_toml(peers.url, transport=transport, max_concurrency=args.gateway_concurrency)
+    settings = bench_settings(url, toml, concurrency=args.concurrency)
+    cpu = time.process_time()
+    seconds = run(drain(settings))
+    return seconds, time.process_time() - cpu
+
+
+def bench_bridge(url: str, peers: PeersProcess, transport: str, args: argparse.Namespace) -> dict[str, Any]:
+    push(url, f"tp-{transport}", args.entries)
+    peers.reset()
+    seconds, cpu = drain_bridge(url, peers, transport, args)
+    stats = peers.stats()
+    return {"name": f"bridge, transport {transport}", "n": args.entries, "seconds": seconds, "cpu": cpu, **stats}
+
+
+class BaselineWorker:
+    """A classic reliable-queue worker: one entry at a time, sync redis-py + plain httpx."""
+
+    def __init__(self, url: str, peers_url: str, source: str) -> None:
+        self.redis = redis.Redis.from_url(url)
+        self.http = httpx.Client(timeout=20.0)  # default transport
+        self.source, self.processing = source, f"{source}:processing"
+        self.gateway, self.hook = f"{peers_url}/v1/chat/completions", f"{peers_url}/hook/baseline"
+        self.prompt = (default_prompt_dir() / "system.md").read_text()
+
+    def summarize(self, entry: dict[str, Any]) -> dict[str, Any]:
+        request = {"model": "openclaw/dlq-summarizer", "temperature": 0, "messages": [
+            {"role": "system", "content": self.prompt}, {"role": "user", "content": json.dumps(entry)}]}
+        headers = {"Authorization": "Bearer bench-token", "x-openclaw-agent-id": "dlq-summarizer"}
+        response = self.http.post(self.gateway, json=request, headers=headers)
+        response.raise_for_status()
+        return dict(json.loads(response.json()["choices"][0]["message"]["content"]))
+
+    def deliver(self, entry: dict[str, Any], summary: dict[str, Any]) -> None:
+        body = json.dumps({"type": "dlq.alert", **entry, "summary": summary, "summary_source": "openclaw"},
+                          separators=(",", ":")).encode()
+        signature = hmac.new(SECRET, body, hashlib.sha256).hexdigest()
+        headers = {"Content-Type": "application/json", "X-Signature": f"sha256={signature}",
+                   "Idempotency-Key": f"{entry['queue']}:{entry['job_id']}"}
+        self.http.post(self.hook, content=body, headers=headers).raise_for_status()
+
+    def drain(self) -> tuple[int, float]:
+        done, started, last = 0, time.perf_counter(), time.perf_counter()
+        while (raw := self.redis.blmove(self.source, self.processing, 0.1, "RIGHT", "LEFT")) is not None:
+            entry = json.loads(raw)
+            self.deliver(entry, self.summarize(entry))
+            self.redis.lrem(self.processing, 1, raw)
+            done, last = done + 1, time.perf_counter()
+        self.http.close()
+        self.redis.close()
+        return done, last - started
+
+
+def bench_baseline(url: str, peers: PeersProcess, n: int) -> dict[str, Any]:
+    source = push(url, "tp-baseline", n)
+    peers.reset()
+    cpu = time.process_time()
+    done, seconds = BaselineWorker(url, peers.url, source).drain()
+    cpu = time.process_time() - cpu
+    return {"name": "baseline (sequential, httpx default)", "n": done, "seconds": seconds, "cpu": cpu,
+            **peers.stats()}
+
+
+def report(results: list[dict[str, Any]]) -> None:
+    base = next(r for r in results if r["name"].startswith("baseline"))
+    base_rate = base["n"] / base["seconds"]
+    for r in results:
+        rate = r["n"] / r["seconds"]
+        sources = ", ".join(f"{k} {v}" for k, v in r["summary_sources"].items() if v)
+        print(f"  {r['name']:<38} {r['n']:>6} entries in {r['seconds']:6.2f} s = {rate:6,.0f} entries/s "
+              f"({rate / base_rate:3.1f}x baseline), {r['cpu'] / r['n'] * 1000:.2f} ms CPU/entry; "
+              f"gateway calls {r['gateway_calls']}, webhook posts {r['webhook_posts']} [{sources}]")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--entries", type=int, default=20_000)
+    parser.add_argument("--baseline-entries", type=int, default=5_000)
+    parser.add_argument("--concurrency", type=int, default=64, help="sources.concurrency")
+    parser.add_argument("--gateway-concurrency", type=int, default=32, help="openclaw.max_concurrency")
+    parser.add_argument("--transports", default="aiohttp,httpx")
+    args = parser.parse_args()
+    url, server = bench_redis_url(BENCH_DB)
+    results = []
+    load = os.getloadavg()[0]
+    try:
+        with PeersProcess() as peers:
+            results.append(bench_baseline(url, peers, args.baseline_entries))
+            for transport in args.transports.split(","):
+                results.append(bench_bridge(url, peers, transport, args))
+    finally:
+        redis.Redis.from_url(url).flushdb()
+        if server:
+            server.stop()
+    print(f"load average before the run: {load:.2f}")
+    print(f"throughput: distinct failures, instant local peers (gateway + webhook), sources.concurrency "
+          f"{args.concurrency}, openclaw.max_concurrency {args.gateway_concurrency}")
+    report(results)
+
+
+if __name__ == "__main__":
+    main()
