@@ -141,3 +141,14 @@ def test_unreachable_redis_exits_1_without_a_traceback(
     captured = capsys.readouterr()
     assert "Redis error" in captured.out + captured.err
     assert "Traceback" not in captured.out + captured.err and "pw-secret" not in captured.out + captured.err
+
+
+def test_mask_url_keeps_only_scheme_host_and_port() -> None:
+    from bridge.commands.common import mask_url
+
+    assert mask_url("https://hooks.slack.com/services/T0/B0/xyz") == "https://hooks.slack.com/****"
+    assert mask_url("https://events.pagerduty.com/v2/enqueue?k=1") == "https://events.pagerduty.com/****"
+    assert mask_url("https://user:pw@api.internal:8443/") == "https://user:****@api.internal:8443"
+    assert mask_url("redis://:pw@10.0.0.1:6379/3", keep_path=True) == "redis://:****@10.0.0.1:6379/3"
+    assert mask_url("rediss://default:pw@[::1]:6380/0", keep_path=True) == "rediss://default:****@[::1]:6380/0"
+    assert mask_url("unix:///run/redis.sock") == "unix:///run/redis.sock"

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -76,8 +77,6 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def config_path(given: Path | None) -> str:
-    import os
-
     if given is not None:
         return str(given)
     return os.environ.get(CONFIG_ENV) or "(defaults and environment)"
@@ -93,7 +92,8 @@ async def check_all(
     """Every probe, concurrently; results in a stable order."""
     where = config or "(defaults and environment)"
     results = [Result("config", where, OK, _config_detail(settings)), check_runbooks(settings)]
-    async with httpx.AsyncClient(transport=transport or httpx.AsyncHTTPTransport(),
+    # Like the bridge's own client: no proxies from the environment, no redirects.
+    async with httpx.AsyncClient(transport=transport or httpx.AsyncHTTPTransport(), trust_env=False,
                                  timeout=probe_s, follow_redirects=False) as http:
         probes = [check_redis(settings, probe_s), check_gateway(settings, http)]
         probes += [check_sink(sink, http) for sink in settings.effective_sinks()]
