@@ -68,3 +68,38 @@ def test_final_stage_in_a_clean_venv_serves_healthz(redis_url: str, clean_redis:
     assert "HEALTHCHECK command exits 0" in out
     assert "SIGTERM -> exit 0" in out
     assert "no test or dev extras" in out
+
+
+async def _healthcheck_exit(port: int) -> int:
+    import asyncio
+    import os
+
+    ic = load_image_check()
+    command = ic.exec_form(ic.final_stage(DOCKERFILE), "HEALTHCHECK")
+    command[0] = sys.executable  # the image's `python`
+    proc = await asyncio.create_subprocess_exec(
+        *command, env={**os.environ, "DLQ_BRIDGE_SERVER__PORT": str(port)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    return await asyncio.wait_for(proc.wait(), 20)
+
+
+@pytest.mark.parametrize("status", [200, 503])
+async def test_healthcheck_command_follows_healthz(status: int) -> None:
+    from tests.support.http_server import serve
+    from tests.support.redis_server import url_port
+
+    async def app(scope: dict[str, object], receive: object, send: object) -> None:
+        assert scope["path"] == "/healthz"
+        await send({"type": "http.response.start", "status": status, "headers": []})  # type: ignore[operator]
+        await send({"type": "http.response.body", "body": b"{}"})  # type: ignore[operator]
+
+    async with serve(app) as base:
+        code = await _healthcheck_exit(url_port(base))
+    assert (code == 0) is (status == 200)
+
+
+async def test_healthcheck_fails_when_nothing_listens() -> None:
+    from tests.support.redis_server import free_port
+
+    assert await _healthcheck_exit(free_port()) != 0
