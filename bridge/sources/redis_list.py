@@ -10,6 +10,7 @@ processing list or the archive, whenever the process dies.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -84,7 +85,8 @@ class RedisListSource:
             raw = await self._redis.lmove(source, keys.processing(source, self.consumer), "RIGHT", "LEFT")
             if raw is not None:
                 return Claimed(source, as_bytes(raw), time.monotonic())
-        if count == 0:
+        if count == 0:  # no DLQ yet: pause, or the claim loop spins a core until one appears
+            await asyncio.sleep(self._settings.poll_interval_s)
             return None
         return await self._block_on(self._next_source(), count)
 
