@@ -89,9 +89,11 @@ class Pipeline:
             await self._claim_loop(stop, burst)
             await self.drain_in_flight()
         finally:
-            for task in upkeep:
+            # Cancelled (grace period over): in-flight entries stay in the processing list.
+            leftovers = [*upkeep, *self._in_flight]
+            for task in leftovers:
                 task.cancel()
-            await asyncio.gather(*upkeep, return_exceptions=True)
+            await asyncio.gather(*leftovers, return_exceptions=True)
         await self._source.drop_heartbeat()  # leftovers may be reaped at once
 
     async def _start(self) -> None:

@@ -74,6 +74,7 @@ async def test_every_nasty_entry_becomes_an_alert_and_no_secret_leaks(
         settings = make_settings(
             openclaw={"url": gw, "timeout_s": 10},
             sinks=sink_config(s, p, h),
+            delivery={"base_delay_s": 0.05, "max_delay_s": 0.5, "request_timeout_s": 10},
             environ={"OPENCLAW_GATEWAY_TOKEN": "gw-token-corpus"},
         )
         async with open_runtime(settings, stdout=out) as runtime:

@@ -153,3 +153,25 @@ async def test_a_claim_whose_reply_was_lost_is_returned_and_processed(
         await asyncio.wait_for(task, 10)
     assert await aredis.llen(keys.alerted("dead_letter:lost")) == 1
     assert "id=orphan-claim" in out.getvalue()
+
+
+async def test_cancelling_the_pipeline_cancels_in_flight_entries_and_keeps_them_claimed(
+    aredis: aioredis.Redis, make_settings: Callable[..., Settings]
+) -> None:
+    """What the grace-period timeout does: nothing keeps running after the runtime closes."""
+    from tests.support.http_server import serve
+    from tests.support.receiver import Receiver, Reply
+
+    hanging = Receiver(default=Reply(delay_s=3))
+    await aredis.lpush("dead_letter:hang", *[envelope_entry(job_id=f"h{i}") for i in range(3)])
+    async with serve(hanging.app) as base:
+        settings = make_settings(sinks=[{"name": "hook", "type": "webhook", "url": f"{base}/x", "secret": "s"}])
+        async with open_runtime(settings, stdout=io.StringIO()) as runtime:
+            task = asyncio.create_task(runtime.pipeline.run(asyncio.Event()))
+            while len(hanging.requests) < 3:
+                await asyncio.sleep(0.02)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            assert not runtime.pipeline._in_flight  # noqa: SLF001
+        assert await aredis.llen(keys.processing("dead_letter:hang", "test-1")) == 3
+        assert await aredis.llen(keys.alerted("dead_letter:hang")) == 0
