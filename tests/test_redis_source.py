@@ -172,6 +172,6 @@ async def test_cancelling_the_pipeline_cancels_in_flight_entries_and_keeps_them_
                 await asyncio.sleep(0.02)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            assert not runtime.pipeline._in_flight  # noqa: SLF001
+            assert not runtime.pipeline._in_flight
         assert await aredis.llen(keys.processing("dead_letter:hang", "test-1")) == 3
         assert await aredis.llen(keys.alerted("dead_letter:hang")) == 0
