@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
-import signal
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -14,7 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bridge import keys
-from tests.support.bridge_process import kill9, start_bridge, write_config
+from tests.support.bridge_process import kill_at_random_points, run_until, write_config
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply
 from tests.support.redis_server import free_port
@@ -35,41 +32,35 @@ async def remaining(client: aioredis.Redis) -> int:
 
 
 def config(tmp_path: Path, redis_url: str, hook_url: str) -> Path:
-    return write_config(tmp_path / "bridge.toml", {
-        "server": {"port": free_port(), "grace_s": 5},
-        "redis": {"url": redis_url, "consumer_id": "kill9-hooks"},
-        "sources": {"concurrency": 8, "poll_interval_s": 0.01},
-        "delivery": {"base_delay_s": 0.01, "max_delay_s": 0.05, "request_timeout_s": 2.0},
-        "sinks": [{"name": "api", "type": "webhook", "url": hook_url, "secret": "kill9-secret"}],
-    })
+    return write_config(
+        tmp_path / "bridge.toml",
+        {
+            "server": {"port": free_port(), "grace_s": 5},
+            "redis": {"url": redis_url, "consumer_id": "kill9-hooks"},
+            "sources": {"concurrency": 8, "poll_interval_s": 0.01},
+            "delivery": {"base_delay_s": 0.01, "max_delay_s": 0.05, "request_timeout_s": 2.0},
+            "sinks": [{"name": "api", "type": "webhook", "url": hook_url, "secret": "kill9-secret"}],
+        },
+    )
 
 
-async def test_kill9_mid_delivery_then_restart(
-    aredis: aioredis.Redis, redis_url: str, tmp_path: Path
-) -> None:
+async def test_kill9_mid_delivery_then_restart(aredis: aioredis.Redis, redis_url: str, tmp_path: Path) -> None:
     entries = [json.dumps({"queue": "kq", "job_id": f"k{i}", "last_error": f"E{i}"}) for i in range(ENTRIES)]
     await aredis.lpush(SOURCE, *entries)
     # Slow-ish answers, and some 503s, so kills land between sends, retries and ledger writes.
-    receiver = Receiver(script=[Reply(503) if i % 7 == 0 else Reply(delay_s=0.02) for i in range(400)],
-                        default=Reply(delay_s=0.01))
-    rng = random.Random(4)
-    kills = 0
+    receiver = Receiver(
+        script=[Reply(503) if i % 7 == 0 else Reply(delay_s=0.02) for i in range(400)], default=Reply(delay_s=0.01)
+    )
     async with serve(receiver.app) as base:
         cfg = config(tmp_path, redis_url, f"{base}/hooks")
-        while kills < 4 and len(receiver.requests) < ENTRIES - 20:
-            target = len(receiver.requests) + rng.randint(5, 25)
-            proc = start_bridge(["--config", str(cfg), "run"])
-            deadline = time.monotonic() + 30
-            while len(receiver.requests) < target and time.monotonic() < deadline and proc.poll() is None:
-                await asyncio.sleep(0.002)
-            kill9(proc)
-            kills += 1
-        proc = start_bridge(["--config", str(cfg), "run"])
-        deadline = time.monotonic() + 60
-        while (await archived(aredis) < ENTRIES or await remaining(aredis)) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(proc.wait, 15) == 0
+        kills = await kill_at_random_points(
+            cfg, lambda: len(receiver.requests), until=ENTRIES - 20, rng=random.Random(4), step=(5, 25)
+        )
+
+        async def drained() -> bool:
+            return await archived(aredis) >= ENTRIES and not await remaining(aredis)
+
+        assert await run_until(cfg, drained) == 0
     assert kills >= 3
 
     by_job: dict[str, list[tuple[str, str, bytes]]] = defaultdict(list)
@@ -88,5 +79,7 @@ async def test_kill9_mid_delivery_then_restart(
             accepted[json.loads(request.body)["job_id"]] += 1
     assert len(accepted) == ENTRIES, "every entry was accepted (2xx) at least once"
     twice = sum(1 for n in accepted.values() if n > 1)
-    print(f"\nkill9: kills={kills} requests={len(receiver.requests)} entries={ENTRIES} "
-          f"accepted twice (same Idempotency-Key)={twice}")
+    print(
+        f"\nkill9: kills={kills} requests={len(receiver.requests)} entries={ENTRIES} "
+        f"accepted twice (same Idempotency-Key)={twice}"
+    )

@@ -16,7 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bridge import keys
-from tests.support.bridge_process import kill9, start_bridge, wait_healthz, write_config
+from tests.support.bridge_process import kill_at_random_points, run_until, start_bridge, wait_healthz, write_config
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply
@@ -98,24 +98,16 @@ async def test_kill9_with_gateway_and_all_sinks_loses_nothing(
     slack = Receiver(default=Reply(delay_s=0.01))
     pd = Receiver(script=[Reply(503) if i % 9 == 0 else Reply(202) for i in range(300)], default=Reply(202))
     hook = Receiver(default=Reply(delay_s=0.02))
-    rng = random.Random(11)
-    kills = 0
     async with serve(gateway.app()) as gw, serve(slack.app) as s, serve(pd.app) as p, serve(hook.app) as h:
         cfg = config(tmp_path, redis_url, {"gateway": gw, "slack": s, "pd": p, "hook": h}, free_port())
-        while kills < 4 and len(hook.requests) < count - 25:
-            target = len(hook.requests) + rng.randint(5, 30)
-            proc = start_bridge(["--config", str(cfg), "run"])
-            deadline = time.monotonic() + 30
-            while len(hook.requests) < target and time.monotonic() < deadline and proc.poll() is None:
-                await asyncio.sleep(0.002)
-            kill9(proc)
-            kills += 1
-        proc = start_bridge(["--config", str(cfg), "run"])
-        deadline = time.monotonic() + 90
-        while (await archived(aredis) < count or await remaining(aredis)) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(proc.wait, 20) == 0
+        kills = await kill_at_random_points(
+            cfg, lambda: len(hook.requests), until=count - 25, rng=random.Random(11), step=(5, 30)
+        )
+
+        async def drained() -> bool:
+            return await archived(aredis) >= count and not await remaining(aredis)
+
+        assert await run_until(cfg, drained) == 0
     assert kills >= 3
     assert await archived(aredis) == count and await remaining(aredis) == 0
     assert await aredis.llen(keys.UNDELIVERABLE) == 0

@@ -61,3 +61,36 @@ def kill9(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
+
+
+async def kill_at_random_points(
+    config: Path, progress: Any, *, until: int, rng: Any, step: tuple[int, int], max_kills: int = 4
+) -> int:
+    """Start the bridge and SIGKILL it each time `progress()` advanced by a random step.
+
+    Stops after `max_kills`, or once `progress()` reaches `until`; returns the kill count.
+    """
+    import asyncio
+
+    kills = 0
+    while kills < max_kills and progress() < until:
+        target = progress() + rng.randint(*step)
+        proc = start_bridge(["--config", str(config), "run"])
+        deadline = time.monotonic() + 30
+        while progress() < target and time.monotonic() < deadline and proc.poll() is None:
+            await asyncio.sleep(0.002)
+        kill9(proc)
+        kills += 1
+    return kills
+
+
+async def run_until(config: Path, done: Any, timeout_s: float = 90.0) -> int:
+    """Start the bridge, wait for `await done()`, SIGTERM it; returns its exit code."""
+    import asyncio
+
+    proc = start_bridge(["--config", str(config), "run"])
+    deadline = time.monotonic() + timeout_s
+    while not await done() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    return int(await asyncio.to_thread(proc.wait, 20))
