@@ -12,7 +12,8 @@ webhook receiver) run in their own process (`bench/peers.py`).
   redis-py and plain `httpx.Client` (default transport), one entry at a time:
   BLMOVE → POST gateway → parse → POST signed webhook → LREM.
 
-    python -m bench.bench_throughput [--entries 20000] [--baseline-entries 5000]
+    python -m bench.bench_throughput [--entries 20000] [--baseline-entries 5000] [--httpx-entries 5000]
+    python -m bench.bench_throughput --gateway-latency 0.02 --entries 5000 --baseline-entries 300
 
 Redis: $DLQ_BRIDGE_BENCH_REDIS_URL, else redis://127.0.0.1:6379/13 (flushed),
 else an embedded server.
@@ -56,11 +57,12 @@ def drain_bridge(url: str, peers: PeersProcess, transport: str, args: argparse.N
 
 
 def bench_bridge(url: str, peers: PeersProcess, transport: str, args: argparse.Namespace) -> dict[str, Any]:
-    push(url, f"tp-{transport}", args.entries)
+    n = args.entries if transport == "aiohttp" else args.httpx_entries
+    push(url, f"tp-{transport}", n)
     peers.reset()
     seconds, cpu = drain_bridge(url, peers, transport, args)
     stats = peers.stats()
-    return {"name": f"bridge, transport {transport}", "n": args.entries, "seconds": seconds, "cpu": cpu, **stats}
+    return {"name": f"bridge, transport {transport}", "n": n, "seconds": seconds, "cpu": cpu, **stats}
 
 
 class BaselineWorker:
@@ -126,15 +128,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--entries", type=int, default=20_000)
     parser.add_argument("--baseline-entries", type=int, default=5_000)
+    parser.add_argument("--httpx-entries", type=int, default=5_000, help="entries for the httpx-transport run")
     parser.add_argument("--concurrency", type=int, default=64, help="sources.concurrency")
     parser.add_argument("--gateway-concurrency", type=int, default=32, help="openclaw.max_concurrency")
     parser.add_argument("--transports", default="aiohttp,httpx")
+    parser.add_argument("--gateway-latency", type=float, default=0.0, help="seconds per gateway call (0: instant)")
     args = parser.parse_args()
     url, server = bench_redis_url(BENCH_DB)
     results = []
     load = os.getloadavg()[0]
     try:
-        with PeersProcess() as peers:
+        with PeersProcess(gateway_latency_s=args.gateway_latency) as peers:
             results.append(bench_baseline(url, peers, args.baseline_entries))
             for transport in args.transports.split(","):
                 results.append(bench_bridge(url, peers, transport, args))
@@ -143,7 +147,8 @@ def main() -> None:
         if server:
             server.stop()
     print(f"load average before the run: {load:.2f}")
-    print(f"throughput: distinct failures, instant local peers (gateway + webhook), sources.concurrency "
+    gateway = f"gateway latency {args.gateway_latency * 1000:g} ms" if args.gateway_latency else "instant gateway"
+    print(f"throughput: distinct failures, local peers ({gateway}, webhook receiver), sources.concurrency "
           f"{args.concurrency}, openclaw.max_concurrency {args.gateway_concurrency}")
     report(results)
 
