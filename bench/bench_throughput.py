@@ -14,6 +14,7 @@ webhook receiver) run in their own process (`bench/peers.py`).
 
     python -m bench.bench_throughput [--entries 20000] [--baseline-entries 5000] [--httpx-entries 5000]
     python -m bench.bench_throughput --gateway-latency 0.02 --entries 5000 --baseline-entries 300
+    python -m bench.bench_throughput --transports "" --processes 2   # two service processes
 
 Redis: $DLQ_BRIDGE_BENCH_REDIS_URL, else redis://127.0.0.1:6379/13 (flushed),
 else an embedded server.
@@ -26,15 +27,27 @@ import hashlib
 import hmac
 import json
 import os
+import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import redis
 
-from bench.common import bench_redis_url, bench_settings, distinct_entry, drain, peers_toml, push_entries, run
-from bench.peers import PeersProcess
+from bench.common import (
+    bench_redis_url,
+    bench_settings,
+    distinct_entry,
+    drain,
+    peers_toml,
+    push_entries,
+    run,
+    service_config,
+)
+from bench.peers import PeersProcess, free_port
 from bridge.summarize.prompt import default_prompt_dir
+from tests.support.bridge_process import start_bridge, wait_healthz
 
 BENCH_DB = 13
 SECRET = b"bench-webhook-secret"
@@ -63,6 +76,40 @@ def bench_bridge(url: str, peers: PeersProcess, transport: str, args: argparse.N
     seconds, cpu = drain_bridge(url, peers, transport, args)
     stats = peers.stats()
     return {"name": f"bridge, transport {transport}", "n": n, "seconds": seconds, "cpu": cpu, **stats}
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_services(url: str, peers: PeersProcess, args: argparse.Namespace) -> dict[str, Any]:
+    """The bridge as `args.processes` services (`python -m bridge run`, one consumer id each)."""
+    source = push(url, "tp-services", 1)  # the DLQ exists before they start
+    toml = peers_toml(peers.url, max_concurrency=args.gateway_concurrency)
+    procs = []
+    try:
+        for i in range(args.processes):
+            port = free_port()
+            config = service_config(url, port, f"bench-{i}", toml)
+            procs.append(start_bridge(["--config", str(config), "run"]))
+            wait_healthz(port, procs[-1])
+        peers.wait_posts(1, 30)
+        peers.reset()
+        cpu = sum(cpu_seconds(p.pid) for p in procs)
+        started = time.time()
+        client = redis.Redis.from_url(url)
+        for start in range(1, args.entries + 1, 1000):  # entry 0 was the warm-up
+            batch = range(start, min(args.entries + 1, start + 1000))
+            client.lpush(source, *[distinct_entry(i, "tp-services") for i in batch])
+        stats = peers.wait_posts(args.entries, 600)
+        cpu = sum(cpu_seconds(p.pid) for p in procs) - cpu
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+    name = f"{args.processes} x `python -m bridge run`, aiohttp"
+    return {"name": name, "n": stats["webhook_posts"], "seconds": stats["last_post"] - started, "cpu": cpu, **stats}
 
 
 class BaselineWorker:
@@ -133,6 +180,8 @@ def main() -> None:
     parser.add_argument("--gateway-concurrency", type=int, default=32, help="openclaw.max_concurrency")
     parser.add_argument("--transports", default="aiohttp,httpx")
     parser.add_argument("--gateway-latency", type=float, default=0.0, help="seconds per gateway call (0: instant)")
+    parser.add_argument("--processes", type=int, default=0,
+                        help="also run the bridge as N service processes (N consumer ids), from LPUSH to last receipt")
     args = parser.parse_args()
     url, server = bench_redis_url(BENCH_DB)
     results = []
@@ -140,8 +189,10 @@ def main() -> None:
     try:
         with PeersProcess(gateway_latency_s=args.gateway_latency) as peers:
             results.append(bench_baseline(url, peers, args.baseline_entries))
-            for transport in args.transports.split(","):
+            for transport in filter(None, args.transports.split(",")):
                 results.append(bench_bridge(url, peers, transport, args))
+            if args.processes:
+                results.append(bench_services(url, peers, args))
     finally:
         redis.Redis.from_url(url).flushdb()
         if server:
