@@ -136,7 +136,8 @@ class Pipeline:
         """Wait for a free worker slot, ticking while busy; False once `stop` is set."""
         while not stop.is_set():
             try:
-                await asyncio.wait_for(self._slots.acquire(), timeout=1.0)
+                async with asyncio.timeout(1.0):  # no task per claim, unlike wait_for on 3.11
+                    await self._slots.acquire()
             except TimeoutError:
                 self.last_tick = time.monotonic()
                 continue
