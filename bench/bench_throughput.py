@@ -140,10 +140,11 @@ class BaselineWorker:
 
     def drain(self) -> tuple[int, float]:
         done, started, last = 0, time.perf_counter(), time.perf_counter()
-        while (raw := self.redis.blmove(self.source, self.processing, 0.1, "RIGHT", "LEFT")) is not None:
+        wait_s: Any = 0.1  # Redis >= 6 takes fractional seconds; the stubs say int
+        while (raw := self.redis.blmove(self.source, self.processing, wait_s, "RIGHT", "LEFT")) is not None:
             entry = json.loads(raw)
             self.deliver(entry, self.summarize(entry))
-            self.redis.lrem(self.processing, 1, raw)
+            self.redis.lrem(self.processing, 1, raw)  # type: ignore[arg-type]  # bytes are fine
             done, last = done + 1, time.perf_counter()
         self.http.close()
         self.redis.close()
