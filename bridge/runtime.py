@@ -53,6 +53,12 @@ def redis_url(settings: Settings, stack: contextlib.ExitStack) -> str:
     return url
 
 
+def redis_pool_size(settings: Settings) -> int:
+    """Room for every worker to use one connection per sink at once, plus the loops."""
+    sinks = len(settings.effective_sinks())
+    return settings.sources.concurrency * (sinks + 2) + 32
+
+
 def runbook_url_builder(settings: Settings, runbooks: RunbookCatalog):  # type: ignore[no-untyped-def]
     base = settings.runbooks.base_url
 
@@ -75,7 +81,7 @@ async def open_runtime(
     with contextlib.ExitStack() as stack:
         url = redis_url(settings, stack)
         runbooks = RunbookCatalog.load(settings.runbooks.dir)
-        client = build_redis(url, settings.redis, max_connections=settings.sources.concurrency * 2 + 16)
+        client = build_redis(url, settings.redis, max_connections=redis_pool_size(settings))
         http = build_http_client(settings.http, transport)
         metrics, health = Metrics(), Health()
         try:
