@@ -54,10 +54,24 @@ def _no_args(_parser: argparse.ArgumentParser) -> None:
 def _run_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="listen address (default: server.host)")
     parser.add_argument("--port", type=int, help="listen port (default: server.port)")
+    parser.epilog = """examples:
+  dlq-bridge run                                # embedded Redis on 127.0.0.1:6390, console sink
+  dlq-bridge --config bridge.toml run           # your Redis, OpenClaw and sinks
+  DLQ_BRIDGE_REDIS__CONSUMER_ID=pod-a dlq-bridge run --host 0.0.0.0
+
+Serves GET /healthz (200 ok, 503 when Redis is unreachable or the loop stalls) and
+GET /metrics. SIGTERM or Ctrl-C: stop claiming, finish in-flight entries within
+server.grace_s, leave the rest claimed for the next start, exit 0.
+exit codes: 0 stopped cleanly, 1 could not start, 2 bad configuration"""
 
 
 def _demo_args(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = "Seeds sample dead letters of every shape and drains them once; exits 0."
+    parser.epilog = """examples:
+  dlq-bridge demo                               # embedded Redis under ./.dlq-bridge
+  dlq-bridge --config bridge.toml demo          # seeds dead_letter:demo-* on your Redis, your sinks
+
+Seeds sample dead letters of every shape (envelope, reliable-queue, invalid UTF-8,
+secrets, a JSON array) and drains all DLQs once, printing the alert cards; exits 0."""
 
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
