@@ -36,15 +36,22 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--config", type=Path, help="TOML config file (default: $DLQ_BRIDGE_CONFIG)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    _add_common_args(parser, default=None)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     for name, (help_text, add_args) in COMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+        _add_common_args(sub, default=argparse.SUPPRESS)  # `run --config x` works too
         add_args(sub)
     return parser
+
+
+def _add_common_args(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("--config", type=Path, default=default,
+                        help="TOML config file (default: $DLQ_BRIDGE_CONFIG)")
+    parser.add_argument("-v", "--verbose", action="store_true", default=default or False,
+                        help="debug logging")
 
 
 def _no_args(_parser: argparse.ArgumentParser) -> None:
