@@ -122,7 +122,7 @@ class SourcesSettings(_Section):
     match: str = "dead_letter:*"
     archive_max: int = Field(default=10_000, ge=1)
     concurrency: int = Field(default=32, ge=1, le=1024)
-    rescan_interval_s: float = Field(default=5.0, gt=0)
+    rescan_interval_s: float = Field(default=2.0, gt=0)
     poll_interval_s: float = Field(default=0.05, gt=0)
     heartbeat_interval_s: float = Field(default=10.0, gt=0)
     heartbeat_ttl_s: int = Field(default=30, ge=2)
