@@ -1,4 +1,4 @@
-"""Shared fixtures: a real Redis (never fakeredis), settings builders, sample entries."""
+"""Shared fixtures: a real Redis server (the local one or an embedded one), settings builders, sample entries."""
 
 from __future__ import annotations
 
