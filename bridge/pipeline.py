@@ -246,6 +246,8 @@ class Pipeline:
         for source, depth in (await self._source.depths()).items():
             self._metrics.dlq_depth.labels(source).set(depth)
         self._metrics.processing_depth.set(len(self._in_flight))
+        # Read from Redis, not counted here: records are also added and retried by other processes.
+        self._metrics.undeliverable_depth.set(await self._source.undeliverable_depth())
 
     async def _every(self, interval: float, job: Callable[[], Awaitable[object]], stop: asyncio.Event) -> None:
         while not stop.is_set():

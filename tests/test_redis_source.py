@@ -175,3 +175,17 @@ async def test_cancelling_the_pipeline_cancels_in_flight_entries_and_keeps_them_
             assert not runtime.pipeline._in_flight
         assert await aredis.llen(keys.processing("dead_letter:hang", "test-1")) == 3
         assert await aredis.llen(keys.alerted("dead_letter:hang")) == 0
+
+
+async def test_metrics_show_dlq_and_undeliverable_depth_written_by_others(
+    aredis: aioredis.Redis, make_settings: Callable[..., Settings]
+) -> None:
+    """The alerting rules read these gauges; another process may have written the records."""
+    await aredis.lpush(keys.UNDELIVERABLE, b'{"sink": "x"}', b'{"sink": "y"}')
+    await aredis.lpush("dead_letter:waiting", b"1", b"2", b"3")
+    settings = make_settings(sources={"concurrency": 1})
+    async with open_runtime(settings, stdout=io.StringIO()) as runtime:
+        await runtime.pipeline._rescan()
+        text = runtime.metrics.render().decode()
+    assert "dlq_bridge_undeliverable_depth 2.0" in text
+    assert 'dlq_bridge_dlq_depth{source="dead_letter:waiting"} 3.0' in text

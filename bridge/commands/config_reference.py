@@ -45,7 +45,7 @@ DESCRIPTIONS = {
     "sources.match": "SCAN pattern of the DLQ lists (never KEYS).",
     "sources.archive_max": "Finished entries kept per DLQ in `dlq_bridge:alerted:<ref>`.",
     "sources.concurrency": "Entries processed at once.",
-    "sources.rescan_interval_s": "How often new DLQs are discovered by SCAN (raise it for keyspaces of millions of keys).",
+    "sources.rescan_interval_s": "How often new DLQs are discovered by SCAN (raise it for huge keyspaces).",
     "sources.poll_interval_s": "Blocking wait per DLQ while all are empty.",
     "sources.heartbeat_interval_s": "How often the consumer heartbeat is refreshed.",
     "sources.heartbeat_ttl_s": "Heartbeat lifetime; after it, other consumers reap the processing list.",

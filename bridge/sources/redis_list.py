@@ -165,6 +165,9 @@ class RedisListSource:
     async def record_undeliverable(self, record: str) -> None:
         await self._redis.lpush(keys.UNDELIVERABLE, record)
 
+    async def undeliverable_depth(self) -> int:
+        return int(await self._redis.llen(keys.UNDELIVERABLE))
+
     async def depths(self) -> dict[str, int]:
         async with self._redis.pipeline(transaction=False) as pipe:
             for source in self._sources:
