@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +19,6 @@ from bridge.settings import Settings
 from tests.conftest import envelope_entry
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import serve
-from tests.support.redis_server import free_port
 
 SOURCE = "dead_letter:orders"
 TOKEN = "gw-token-integration-1"
@@ -88,9 +88,14 @@ async def test_gateway_unreachable_falls_back(
     make_settings: Callable[..., Settings], aredis: aioredis.Redis
 ) -> None:
     await aredis.lpush(SOURCE, *[envelope_entry(job_id=f"j{i}", job_name=f"job_{i}") for i in range(10)])
-    settings = oc_settings(make_settings, f"http://127.0.0.1:{free_port()}",
-                           openclaw={"breaker_failures": 2, "max_concurrency": 1})
-    runtime = await drain(settings, io.StringIO())
+    # A port bound but not listening: connections are refused, and no other socket
+    # (a server, or an ephemeral client port) can take it during the test.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        settings = oc_settings(make_settings, f"http://127.0.0.1:{port}",
+                               openclaw={"breaker_failures": 2, "max_concurrency": 1})
+        runtime = await drain(settings, io.StringIO())
     assert await aredis.llen(keys.alerted(SOURCE)) == 10
     assert summaries(runtime, "fallback", "error") == 2
     assert summaries(runtime, "fallback", "circuit_open") == 8
