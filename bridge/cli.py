@@ -54,10 +54,6 @@ def _add_common_args(parser: argparse.ArgumentParser, default: object) -> None:
                         help="debug logging")
 
 
-def _no_args(_parser: argparse.ArgumentParser) -> None:
-    return None
-
-
 def _run_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="listen address (default: server.host)")
     parser.add_argument("--port", type=int, help="listen port (default: server.port)")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections import Counter
@@ -19,13 +18,13 @@ from dataclasses import dataclass
 from redis.exceptions import RedisError
 
 from bridge.delivery.dispatcher import Dispatcher
+from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.envelope import normalize, raw_digest
 from bridge.health import Health, Status
 from bridge.metrics import Metrics
 from bridge.models import Alert, DeadLetter
 from bridge.settings import SourcesSettings
-from bridge.sources.base import Claimed
-from bridge.sources.redis_list import RedisListSource
+from bridge.sources.base import Claimed, Source
 from bridge.summarize.base import Summarizer
 
 log = logging.getLogger(__name__)
@@ -54,15 +53,17 @@ class Pipeline:
 
     def __init__(
         self,
-        source: RedisListSource,
+        source: Source,
         summarizer: Summarizer,
         dispatcher: Dispatcher,
+        undeliverable: UndeliverableStore,
         settings: SourcesSettings,
         metrics: Metrics,
         health: Health,
         runbook_url: Callable[[str], str | None] = lambda _hint: None,
     ) -> None:
         self._source = source
+        self._undeliverable = undeliverable
         self._summarizer = summarizer
         self._dispatcher = dispatcher
         self._settings = settings
@@ -202,7 +203,7 @@ class Pipeline:
             "raw_digest": raw_digest(claimed.raw),
             "at": time.time(),
         }
-        await self._source.record_undeliverable(json.dumps(record))
+        await self._undeliverable.push(record)
         await self._finish(claimed)
         self._metrics.entries.labels("error").inc()
 
@@ -246,8 +247,8 @@ class Pipeline:
         for source, depth in (await self._source.depths()).items():
             self._metrics.dlq_depth.labels(source).set(depth)
         self._metrics.processing_depth.set(len(self._in_flight))
-        # Read from Redis, not counted here: records are also added and retried by other processes.
-        self._metrics.undeliverable_depth.set(await self._source.undeliverable_depth())
+        # Read from Redis (it sets the gauge): other processes add and retry records too.
+        await self._undeliverable.depth()
 
     async def _every(self, interval: float, job: Callable[[], Awaitable[object]], stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -13,6 +13,7 @@ import redis.asyncio as redis
 
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.factory import build_dispatcher
+from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.embedded import EmbeddedRedis
 from bridge.health import Health
 from bridge.http import build_http_client
@@ -92,6 +93,7 @@ async def open_runtime(
                 source,
                 summarizer,
                 dispatcher,
+                UndeliverableStore(client, metrics),
                 settings.sources,
                 metrics,
                 health,

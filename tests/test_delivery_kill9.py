@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bridge import keys
-from tests.support.bridge_process import kill_at_random_points, run_until, write_config
+from tests.support.bridge_process import archived, kill_at_random_points, remaining, run_until, write_config
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply
 from tests.support.redis_server import free_port
@@ -20,15 +20,6 @@ pytestmark = pytest.mark.failure
 
 ENTRIES = 120
 SOURCE = "dead_letter:kill9-hooks"
-
-
-async def archived(client: aioredis.Redis) -> int:
-    return int(await client.llen(keys.alerted(SOURCE)))
-
-
-async def remaining(client: aioredis.Redis) -> int:
-    processing = [k async for k in client.scan_iter(match="dlq_bridge:processing:*")]
-    return int(await client.llen(SOURCE)) + sum([int(await client.llen(k)) for k in processing])
 
 
 def config(tmp_path: Path, redis_url: str, hook_url: str) -> Path:
@@ -58,7 +49,7 @@ async def test_kill9_mid_delivery_then_restart(aredis: aioredis.Redis, redis_url
         )
 
         async def drained() -> bool:
-            return await archived(aredis) >= ENTRIES and not await remaining(aredis)
+            return await archived(aredis, SOURCE) >= ENTRIES and not await remaining(aredis, SOURCE)
 
         assert await run_until(cfg, drained) == 0
     assert kills >= 3
@@ -71,7 +62,7 @@ async def test_kill9_mid_delivery_then_restart(aredis: aioredis.Redis, redis_url
     for job_id, seen in by_job.items():
         assert {k for k, _, _ in seen} == {f"kq:{job_id}"}, "a re-send carries the same Idempotency-Key"
         assert len({w for _, w, _ in seen}) == 1 and len({b for _, _, b in seen}) == 1
-    assert await archived(aredis) == ENTRIES and await remaining(aredis) == 0
+    assert await archived(aredis, SOURCE) == ENTRIES and await remaining(aredis, SOURCE) == 0
     assert await aredis.llen(keys.UNDELIVERABLE) == 0
     accepted = defaultdict(int)
     for request in receiver.requests:

@@ -16,7 +16,15 @@ import pytest
 import redis.asyncio as aioredis
 
 from bridge import keys
-from tests.support.bridge_process import kill_at_random_points, run_until, start_bridge, wait_healthz, write_config
+from tests.support.bridge_process import (
+    archived,
+    kill_at_random_points,
+    remaining,
+    run_until,
+    start_bridge,
+    wait_healthz,
+    write_config,
+)
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply
@@ -25,15 +33,6 @@ from tests.support.redis_server import free_port
 pytestmark = pytest.mark.failure
 
 SOURCE = "dead_letter:kill-all"
-
-
-async def archived(client: aioredis.Redis) -> int:
-    return int(await client.llen(keys.alerted(SOURCE)))
-
-
-async def remaining(client: aioredis.Redis) -> int:
-    processing = [k async for k in client.scan_iter(match="dlq_bridge:processing:*")]
-    return int(await client.llen(SOURCE)) + sum([int(await client.llen(k)) for k in processing])
 
 
 def config(tmp_path: Path, redis_url: str, urls: dict[str, str], port: int, grace: float = 5) -> Path:
@@ -105,11 +104,11 @@ async def test_kill9_with_gateway_and_all_sinks_loses_nothing(
         )
 
         async def drained() -> bool:
-            return await archived(aredis) >= count and not await remaining(aredis)
+            return await archived(aredis, SOURCE) >= count and not await remaining(aredis, SOURCE)
 
         assert await run_until(cfg, drained) == 0
     assert kills >= 3
-    assert await archived(aredis) == count and await remaining(aredis) == 0
+    assert await archived(aredis, SOURCE) == count and await remaining(aredis, SOURCE) == 0
     assert await aredis.llen(keys.UNDELIVERABLE) == 0
     jobs = {f"a{i}" for i in range(count)}
 
@@ -148,15 +147,14 @@ async def test_sigterm_mid_drain_exits_0_within_grace_and_the_rest_drains_after_
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(proc.wait, grace + 10) == 0
         stopped_in = time.monotonic() - started
-        left = await remaining(aredis)
+        left = await remaining(aredis, SOURCE)
         assert left > 0, "the drain should have been cut short"
-        proc = start_bridge(["--config", str(cfg), "run"])
-        deadline = time.monotonic() + 60
-        while (await archived(aredis) < count or await remaining(aredis)) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(proc.wait, grace + 10) == 0
+
+        async def drained() -> bool:
+            return await archived(aredis, SOURCE) >= count and not await remaining(aredis, SOURCE)
+
+        assert await run_until(cfg, drained, timeout_s=60) == 0
     assert stopped_in < grace + 2, f"took {stopped_in:.1f}s to stop with grace {grace}s"
-    assert await archived(aredis) == count
+    assert await archived(aredis, SOURCE) == count
     got = sorted(await aredis.lrange(keys.alerted(SOURCE), 0, -1))
     assert got == sorted(e.encode() for e in entries(count))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -32,7 +33,17 @@ class Source(Protocol):
         """Return the processing entries of consumers whose heartbeat expired."""
         ...
 
+    async def own_entries(self) -> Counter[tuple[str, bytes]]:
+        """Everything in this consumer's processing lists, as (source key, raw) counts."""
+        ...
+
+    async def release(self, source_key: str, raw: bytes) -> bool:
+        """Atomically return one claimed entry to its DLQ (an orphaned claim)."""
+        ...
+
     async def heartbeat(self) -> None: ...
+
+    async def drop_heartbeat(self) -> None: ...
 
     async def rescan(self) -> list[str]: ...
 

@@ -162,24 +162,12 @@ class RedisListSource:
     async def drop_heartbeat(self) -> None:
         await self._redis.delete(keys.heartbeat(self.consumer))
 
-    async def record_undeliverable(self, record: str) -> None:
-        await self._redis.lpush(keys.UNDELIVERABLE, record)
-
-    async def undeliverable_depth(self) -> int:
-        return int(await self._redis.llen(keys.UNDELIVERABLE))
-
     async def depths(self) -> dict[str, int]:
         async with self._redis.pipeline(transaction=False) as pipe:
             for source in self._sources:
                 pipe.llen(source)
             lengths = await pipe.execute()
         return dict(zip(self._sources, (int(n) for n in lengths), strict=True))
-
-    async def processing_depth(self) -> int:
-        total = 0
-        for source in self._sources:
-            total += int(await self._redis.llen(keys.processing(source, self.consumer)))
-        return total
 
 
 def as_bytes(value: bytes | str) -> bytes:

@@ -94,3 +94,16 @@ async def run_until(config: Path, done: Any, timeout_s: float = 90.0) -> int:
         await asyncio.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     return int(await asyncio.to_thread(proc.wait, 20))
+
+
+async def archived(client: Any, source: str) -> int:
+    """Entries of `source` in its archive (async client)."""
+    from bridge import keys
+
+    return int(await client.llen(keys.alerted(source)))
+
+
+async def remaining(client: Any, source: str) -> int:
+    """Entries still in `source` or in any processing list (async client)."""
+    processing = [k async for k in client.scan_iter(match="dlq_bridge:processing:*")]
+    return int(await client.llen(source)) + sum([int(await client.llen(k)) for k in processing])
