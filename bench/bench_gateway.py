@@ -7,7 +7,7 @@ gateway call and throughput is bounded by max_concurrency / latency.
 Then a storm of identical failures shows what the cache and coalescing save.
 
     python bench/bench_gateway.py [--entries 400] [--latency 0.2] [--concurrency 8]
-    DLQ_BRIDGE_BENCH_REDIS_URL=redis://127.0.0.1:6379/10 python bench/bench_gateway.py
+    python -m bench.bench_gateway   # a private redis-server, or DLQ_BRIDGE_BENCH_REDIS_URL (flushed)
 
 Only keys of this run are touched (a unique `dead_letter:bench-<id>` queue),
 so the bench is safe on a shared Redis database.
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
-import os
 import sys
 import time
 import uuid
@@ -29,6 +28,7 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import bench_redis_url
 from bridge.runtime import Runtime, open_runtime
 from bridge.settings import Settings
 from tests.conftest import envelope_entry
@@ -93,13 +93,15 @@ async def storm(args: argparse.Namespace, client: aioredis.Redis, url: str) -> d
 
 
 async def main(args: argparse.Namespace) -> None:
-    url = os.environ.get("DLQ_BRIDGE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/10")
+    url, server = bench_redis_url(10)
     client = aioredis.Redis.from_url(url)
     try:
         d = await distinct(args, client, url)
         s = await storm(args, client, url)
     finally:
         await client.aclose()
+        if server is not None:
+            server.stop()
     ideal = args.concurrency / args.latency
     rate = args.entries / d["seconds"]
     print(f"gateway path: {args.entries} distinct fingerprints, latency {args.latency * 1000:.0f} ms, "

@@ -16,8 +16,7 @@ webhook receiver) run in their own process (`bench/peers.py`).
     python -m bench.bench_throughput --gateway-latency 0.02 --entries 5000 --baseline-entries 300
     python -m bench.bench_throughput --transports "" --processes 2   # two service processes
 
-Redis: $DLQ_BRIDGE_BENCH_REDIS_URL, else redis://127.0.0.1:6379/13 (flushed),
-else an embedded server.
+Redis: $DLQ_BRIDGE_BENCH_REDIS_URL (a database it may flush), else a private server of its own.
 """
 
 from __future__ import annotations

