@@ -110,6 +110,6 @@ def report(routes: list[Route], results: list[Result]) -> str:
         status = "ok" if ok else "FAILED"
         detail = f"{result.attempts} attempt{'s' if result.attempts != 1 else ''}"
         if not ok:
-            detail += f": {(result.error or '').removeprefix(f'sink {route.sink.name}: ')[:200]}"
+            detail += f": {(result.error or '')[:200]}"
         rows.append([route.sink.name, route.settings.type, status, detail])
     return render_table(["SINK", "TYPE", "RESULT", "DETAIL"], rows)

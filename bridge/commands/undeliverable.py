@@ -149,7 +149,7 @@ async def _retry_one(
         return False, "skipped: the record holds no alert to re-deliver"
     result = await deliverer.deliver(route, alert)
     if result.outcome == "undeliverable":
-        return False, f"still failing: {(result.error or '').removeprefix(f'sink {result.sink}: ')}"
+        return False, f"still failing: {result.error or ''}"
     removed = await store.remove(item)
     note = "" if removed else " (record was already removed)"
     return True, ("delivered" if result.outcome == "delivered" else "already delivered") + note
