@@ -12,10 +12,11 @@ import redis.asyncio as redis
 
 from bridge import keys
 from bridge.embedded import EmbeddedRedis
+from bridge.exit_codes import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from bridge.redis_client import build_redis
 from bridge.settings import Settings
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+__all__ = ["EXIT_FAILED", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_USAGE"]  # the commands import them from here
 MASK = "****"
 
 
@@ -67,6 +68,12 @@ def resolve_source(name: str, match: str) -> str:
     if name.startswith(keys.DLQ_PREFIX) or fnmatch.fnmatchcase(name, match):
         return name
     return keys.DLQ_PREFIX + name
+
+
+def no_such_sink(unknown: Sequence[str], configured: Sequence[str]) -> str:
+    """The one line for a `--sink` name that no configured sink has (exit 4)."""
+    names = ", ".join(configured) or "none"
+    return f"no sink named {', '.join(unknown)} (configured: {names})"
 
 
 def plural(count: int, one: str, many: str) -> str:
