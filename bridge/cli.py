@@ -113,8 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     setup_logging(args.verbose, settings.server.log_level)
     if args.command != "check":  # check lists them in its table
-        for warning in unknown_env_variables(settings):
-            log.warning("%s", warning)
+        for unknown in unknown_env_variables(settings):
+            log.warning("%s", unknown.message)
     handler = HANDLERS[args.command]
     try:
         return handler(settings, args)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
@@ -65,26 +66,37 @@ def setting_variables(model: type[BaseModel], prefix: str = ENV_PREFIX) -> tuple
     return exact, open_prefixes
 
 
+@dataclass(frozen=True)
+class UnknownVariable:
+    """A `DLQ_BRIDGE_…` variable that maps to no setting, and the closest one that does."""
+
+    name: str
+    closest: str | None
+
+    @property
+    def message(self) -> str:
+        hint = f" (did you mean {self.closest}?)" if self.closest else ""
+        return f"environment variable {self.name} matches no setting and is ignored{hint}"
+
+
 def unknown_variables(
     model: type[BaseModel], environ: Mapping[str, str], referenced: Iterable[str] = ()
-) -> list[str]:
-    """One warning line per `DLQ_BRIDGE_…` variable that maps to no setting, with a suggestion.
+) -> list[UnknownVariable]:
+    """Every `DLQ_BRIDGE_…` variable that maps to no setting, with the closest setting.
 
     `referenced` are variable names the configuration itself points at (`*_env`).
     """
     exact, open_prefixes = setting_variables(model)
     known = exact | TOOL_VARIABLES | {r.upper() for r in referenced}
-    lines = []
+    found = []
     for variable in sorted(environ):
         upper = variable.upper()
         if not upper.startswith(ENV_PREFIX) or upper in known:
             continue
         if any(upper.startswith(p) and len(upper) > len(p) for p in open_prefixes):
             continue
-        hint = _closest(upper, exact)
-        hint = f" (did you mean {hint}?)" if hint else ""
-        lines.append(f"environment variable {variable} matches no setting and is ignored{hint}")
-    return lines
+        found.append(UnknownVariable(variable, _closest(upper, exact)))
+    return found
 
 
 def _closest(variable: str, names: set[str]) -> str | None:

@@ -32,7 +32,14 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from bridge.env_config import CONFIG_ENV, ENV_PREFIX, deep_merge, env_overrides, unknown_variables
+from bridge.env_config import (
+    CONFIG_ENV,
+    ENV_PREFIX,
+    UnknownVariable,
+    deep_merge,
+    env_overrides,
+    unknown_variables,
+)
 from bridge.errors import ConfigError
 from bridge.keys import CONSUMER_ID_RE
 from bridge.models import Severity
@@ -419,8 +426,8 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     return settings
 
 
-def unknown_env_variables(settings: Settings, environ: Mapping[str, str] | None = None) -> list[str]:
-    """One warning line per `DLQ_BRIDGE_…` variable that maps to no setting (issue: typos)."""
+def unknown_env_variables(settings: Settings, environ: Mapping[str, str] | None = None) -> list[UnknownVariable]:
+    """Every `DLQ_BRIDGE_…` variable of `environ` that maps to no setting (a typo is not silent)."""
     env = os.environ if environ is None else environ
     return unknown_variables(Settings, env, settings.referenced_variables())
 

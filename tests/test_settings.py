@@ -219,7 +219,7 @@ def test_unknown_dlq_bridge_variables_are_named_with_the_closest_setting() -> No
     assert s.server.port == 9000
     environ["DLQ_BRIDGE_WHATEVER"] = "x"
     s = Settings(openclaw={"url": "http://x.test", "token_env": "DLQ_BRIDGE_MY_TOKEN"})
-    assert unknown_env_variables(s, environ) == [
+    assert [u.message for u in unknown_env_variables(s, environ)] == [
         "environment variable DLQ_BRIDGE_SERVER_PORT matches no setting and is ignored"
         " (did you mean DLQ_BRIDGE_SERVER__PORT?)",
         "environment variable DLQ_BRIDGE_SERVR__PORT matches no setting and is ignored"
