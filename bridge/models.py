@@ -37,16 +37,6 @@ class SummarySource(StrEnum):
     FALLBACK = "fallback"
 
 
-class FallbackReason(StrEnum):
-    DISABLED = "disabled"
-    TIMEOUT = "timeout"
-    INVALID_JSON = "invalid_json"
-    SCHEMA = "schema"
-    CIRCUIT_OPEN = "circuit_open"
-    BUDGET = "budget"
-    ERROR = "error"
-
-
 class DeadLetter(BaseModel):
     """One dead letter, normalized and redacted (DESIGN section 3)."""
 

@@ -61,7 +61,9 @@ class Pipeline:
         metrics: Metrics,
         health: Health,
         runbook_url: Callable[[str], str | None] = lambda _hint: None,
+        redis_target: str = "Redis",
     ) -> None:
+        self._redis_target = redis_target  # masked, for the logs
         self._source = source
         self._undeliverable = undeliverable
         self._summarizer = summarizer
@@ -83,7 +85,7 @@ class Pipeline:
         upkeep = [
             asyncio.create_task(self._every(self._settings.heartbeat_interval_s, self._source.heartbeat, stop)),
             asyncio.create_task(self._every(self._settings.rescan_interval_s, self._rescan, stop)),
-            asyncio.create_task(self._every(self._settings.reap_interval_s, self._source.reap, stop)),
+            asyncio.create_task(self._every(self._settings.reap_interval_s, self._reap, stop)),
             asyncio.create_task(self._every(self._settings.reap_interval_s, self._sweep_own, stop)),
         ]
         try:
@@ -147,6 +149,13 @@ class Pipeline:
                 return False
             return True
         return False
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def _reap(self) -> None:
+        self._metrics.reaped.inc(await self._source.reap())
 
     async def drain_in_flight(self) -> None:
         if self._in_flight:
@@ -270,4 +279,4 @@ class Pipeline:
 
     def _redis_down(self, exc: BaseException) -> None:
         self._health.set("redis", Status.FAILING, type(exc).__name__)
-        log.warning("Redis unavailable (%s); retrying", type(exc).__name__)
+        log.warning("Redis unavailable at %s (%s); retrying", self._redis_target, type(exc).__name__)

@@ -47,7 +47,7 @@ class Result:
     outcome: Outcome
     attempts: int
     status: int | None = None
-    error: str | None = None
+    error: str | None = None  # the SinkError's detail (no sink name, no secret)
 
 
 class Deliverer:
@@ -89,7 +89,7 @@ class Deliverer:
         except SinkError as exc:
             self._health.set(f"sink:{name}", Status.DEGRADED, f"undeliverable: {short(exc)}")
             log.warning("sink %s: undeliverable after %d attempt(s): %s", name, count, short(exc))
-            return Result(name, "undeliverable", count, exc.status, str(exc))
+            return Result(name, "undeliverable", count, exc.status, exc.detail)
         self._health.set(f"sink:{name}", Status.OK, "delivered")
         return Result(name, "delivered", count)
 
@@ -129,5 +129,5 @@ def short(exc: BaseException | None) -> str:
     if isinstance(exc, SinkError) and exc.status is not None:
         return f"HTTP {exc.status}"
     if isinstance(exc, SinkError):
-        return str(exc).split(": ", 1)[-1][:120]
+        return exc.detail[:120]
     return type(exc).__name__ if exc is not None else "?"

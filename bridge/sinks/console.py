@@ -9,10 +9,12 @@ from bridge.models import Alert
 
 _COLORS = {"critical": "\033[1;31m", "error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
 _RESET = "\033[0m"
+TEXT_CHARS = 300  # of the last error and the payload excerpt, each on one line
 
 
 def render_card(alert: Alert, *, color: bool = False) -> str:
-    """The card as text: title, severity, queue, job, attempts, cause, steps, runbook."""
+    """The card as text: title, severity, queue, job, attempts, cause, steps, the entry's own
+    text (last error, payload excerpt), runbook."""
     dl, summary = alert.dead_letter, alert.summary
     severity = summary.severity.value.upper()
     if color:
@@ -32,11 +34,27 @@ def render_card(alert: Alert, *, color: bool = False) -> str:
         lines.append(f"│ correlation {dl.correlation_id}")
     lines.append(f"│ cause      {summary.likely_cause}")
     lines.extend(f"│ step {i}     {step}" for i, step in enumerate(summary.next_steps, 1))
+    lines.extend(_entry_lines(alert))
     runbook = alert.runbook_url or summary.runbook_hint or "-"
     lines.append(f"│ runbook    {runbook}")
     lines.append(f"│ summary    {source}")
     lines.append("└" + "─" * 58)
     return "\n".join(lines)
+
+
+def _entry_lines(alert: Alert) -> list[str]:
+    """What the entry itself says, as Slack and webhooks show it: last error and payload excerpt.
+
+    (Why an entry is unreadable is in its title and cause already.)
+    """
+    dl = alert.dead_letter
+    shown = [("error", dl.last_error), ("payload", dl.payload_excerpt)]
+    return [f"│ {label:<10} {_one_line(text, TEXT_CHARS)}" for label, text in shown if text]
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class ConsoleSink:

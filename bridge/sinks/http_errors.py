@@ -9,13 +9,12 @@ the sink's secrets scrubbed out.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from email.utils import parsedate_to_datetime
 
 import httpx
 
 from bridge.errors import SinkError, SinkPermanent, SinkRetryable
+from bridge.http import parse_retry_after
 
 RETRYABLE_STATUS = frozenset({408, 425, 429})
 SNIPPET_CHARS = 200
@@ -23,25 +22,6 @@ SNIPPET_CHARS = 200
 
 def is_retryable_status(status: int) -> bool:
     return status in RETRYABLE_STATUS or 500 <= status <= 599
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date); None if absent/bad."""
-    if value is None or not value.strip():
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        return None
-    now = time.time() if now is None else now
-    return max(0.0, when.timestamp() - now)
 
 
 def scrub(text: str, secrets: Sequence[str]) -> str:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from bridge.models import DeadLetter, Severity, Summary, SummarySource
-from bridge.runbooks import RunbookCatalog
+from bridge.runbooks import Runbook, RunbookCatalog
 
+_ERROR_CLASS = re.compile(r"\A\s*([A-Za-z_][\w.]{0,80})\s*:")
 _GENERIC_STEPS = (
     "Inspect the entry with `dlq-bridge peek`",
     "Fix the cause, then `dlq-bridge redrive`",
@@ -22,11 +24,18 @@ def fallback_title(dl: DeadLetter) -> str:
     if dl.parse_error:
         return _cut(f"{dl.queue}: unparseable dead letter ({dl.parse_error})", 120)
     job = dl.job_name or "job"
-    tries = f"after {dl.attempts} attempts" if dl.attempts is not None else "(attempts unknown)"
+    if dl.attempts is None:
+        tries = "(attempts unknown)"
+    else:
+        tries = f"after {dl.attempts} attempt{'' if dl.attempts == 1 else 's'}"
     return _cut(f"{dl.queue}: {job} failed {tries}", 120)
 
 
-def fallback_cause(dl: DeadLetter) -> str:
+def fallback_cause(dl: DeadLetter, runbook: Runbook | None = None) -> str:
+    """The likely cause without a model: the runbook the error matches, never the error repeated.
+
+    The error itself is the card's "last error"; saying it twice says nothing more.
+    """
     if dl.parse_error:
         return _cut(
             f"The dead letter could not be read: {dl.parse_error}. "
@@ -35,7 +44,12 @@ def fallback_cause(dl: DeadLetter) -> str:
         )
     if dl.last_error is None:
         return "No error was recorded for this job: the producer stores none with its dead letters."
-    return _cut(dl.last_error, 500)
+    found = _ERROR_CLASS.match(dl.last_error)
+    kind = f" ({found.group(1)})" if found else ""
+    if runbook is None or runbook.fallback:
+        title = runbook.title if runbook else "Unclassified job failure"
+        return _cut(f"{title}{kind}: no specific runbook matches the last error.", 500)
+    return _cut(f"{runbook.title}{kind}: the last error matches runbook `{runbook.id}`.", 500)
 
 
 class FallbackSummarizer:
@@ -51,7 +65,7 @@ class FallbackSummarizer:
         return Summary(
             title=fallback_title(dl),
             severity=self._severity_for(dl.queue),
-            likely_cause=fallback_cause(dl),
+            likely_cause=fallback_cause(dl, runbook),
             next_steps=steps[:4],
             runbook_hint=runbook.id if runbook else "",
             source=SummarySource.FALLBACK,

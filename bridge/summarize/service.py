@@ -133,7 +133,7 @@ class OpenClawSummarizer:
         self.breaker.record_failure()
         if isinstance(exc, GatewayBusy):
             self.breaker.pause(exc.retry_after_s or self._settings.breaker_cooldown_s)
-        log.warning("OpenClaw summary failed (%s); using the fallback", exc.reason)
+        log.warning("OpenClaw summary failed (%s: %s); using the fallback", exc.reason, exc)
         self._show_breaker(last_failure=exc.reason)
 
     def _succeeded(self) -> None:

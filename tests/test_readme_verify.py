@@ -1,0 +1,29 @@
+"""Issue 10, defect 9: the README's verify() snippet says what verify() raises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bridge.signing import SignatureError, verify
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADERS = {"webhook-id": "msg_1", "webhook-timestamp": "1", "webhook-signature": "v1,AAAA"}
+
+
+def test_a_bad_request_is_signature_error_and_a_malformed_secret_value_error() -> None:
+    with pytest.raises(ValueError) as malformed:
+        verify(b"{}", HEADERS, "whsec_not base64!", now=1)
+    assert not isinstance(malformed.value, SignatureError)
+    with pytest.raises(SignatureError):
+        verify(b"{}", HEADERS, "whsec_" + "A" * 32, now=1)
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/webhooks.md"])
+def test_the_verify_snippet_names_both(doc: str) -> None:
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    snippet = text.split("from bridge.signing import SignatureError, verify", 1)[1].split("```", 1)[0]
+    after = text.split("from bridge.signing import SignatureError, verify", 1)[1][:2500]
+    assert "except SignatureError" in snippet
+    assert "ValueError" in after, f"{doc} does not say that a malformed secret raises ValueError"
