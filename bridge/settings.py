@@ -149,6 +149,12 @@ class OpenClawSettings(_Section):
     cache_ttl_s: int = Field(default=3600, ge=0)
     breaker_failures: int = Field(default=5, ge=1)
     breaker_cooldown_s: float = Field(default=30.0, gt=0)
+    max_wait_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="A gateway 429 whose Retry-After is at most this many seconds is waited "
+        "out (one call per cause); longer pauses fall back to static summaries.",
+    )
     json_mode: bool = True
 
     @field_validator("url")
@@ -173,6 +179,12 @@ class DeliverySettings(_Section):
     deadline_s: float = Field(default=900.0, gt=0)
     request_timeout_s: float = Field(default=10.0, gt=0)
     ledger_ttl_s: int = Field(default=7 * 24 * 3600, ge=60)
+    reservation_ttl_s: float = Field(
+        default=30.0,
+        ge=1,
+        description="Seconds a delivery reservation outlives a sender killed mid-send "
+        "(refreshed while the sender lives); the job is then sent by another replica.",
+    )
 
 
 class HttpSettings(_Section):

@@ -27,8 +27,7 @@ from bridge.commands.common import (
     render_table,
 )
 from bridge.delivery.deliver import Deliverer, Route
-from bridge.delivery.factory import build_routes
-from bridge.delivery.ledger import Ledger
+from bridge.delivery.factory import build_ledger, build_routes
 from bridge.delivery.undeliverable import Stored, UndeliverableStore
 from bridge.health import Health
 from bridge.http import build_http_client
@@ -106,8 +105,8 @@ async def retry(
     http = build_http_client(settings.http)
     try:
         async with open_redis(settings) as client:
-            routes = {r.sink.name: r for r in build_routes(settings, http, out)}
-            deliverer = Deliverer(delivery, Ledger(client, delivery.ledger_ttl_s), Metrics(), Health())
+            routes = {r.sink.name: r for r in build_routes(settings, http, out, client=client)}
+            deliverer = Deliverer(delivery, build_ledger(settings, client), Metrics(), Health())
             store = UndeliverableStore(client)
             stored = _matching(list(reversed(await store.records())), sink, limit)
             if not stored:
