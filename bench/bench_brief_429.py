@@ -29,14 +29,14 @@ from fastapi.responses import JSONResponse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import bench_redis_url, bench_settings  # noqa: E402
-from bridge.envelope import normalize  # noqa: E402
-from bridge.health import Health  # noqa: E402
-from bridge.http import build_http_client  # noqa: E402
-from bridge.metrics import Metrics  # noqa: E402
-from bridge.runbooks import RunbookCatalog  # noqa: E402
-from bridge.summarize.factory import build_summarizer  # noqa: E402
-from tests.support.http_server import serve  # noqa: E402
+from bench.common import bench_redis_url, bench_settings
+from bridge.envelope import normalize
+from bridge.health import Health
+from bridge.http import build_http_client
+from bridge.metrics import Metrics
+from bridge.runbooks import RunbookCatalog
+from bridge.summarize.factory import build_summarizer
+from tests.support.http_server import serve
 
 REPLY = json.dumps({"title": "orders: job failed (model)", "severity": "error",
                     "likely_cause": "The dependency timed out.", "next_steps": ["Check it"],

@@ -28,8 +28,8 @@ from fastapi import FastAPI, Request, Response
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import bench_redis_url  # noqa: E402
-from tests.support.http_server import serve  # noqa: E402
+from bench.common import bench_redis_url
+from tests.support.http_server import serve
 
 ROOT = Path(__file__).resolve().parent.parent
 

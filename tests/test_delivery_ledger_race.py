@@ -123,7 +123,7 @@ async def test_a_sender_killed_mid_send_holds_the_job_only_until_its_reservation
         os.kill(child.pid, signal.SIGKILL)
         await child.wait()
         held = await aredis.get(Ledger.key("hook", make_alert(job_id="doomed-0")))
-        assert held is not None and held.startswith(b"sending:test-1:")  # the dead owner's
+        assert held is not None and str(held).startswith("b'sending:test-1:")  # the dead owner's
         async with consumers(settings, redis_url, 1) as [replacement]:
             result = await replacement.deliver(make_alert(job_id="doomed-0"))
     assert result.outcome == "delivered"
