@@ -85,7 +85,7 @@ async def test_the_limit_key_names_the_receiver_by_hash_never_by_secret(
 ) -> None:
     secret = "https://hooks.slack.com/services/T000/B000/XXXXSECRET"
     limiter = RateLimiter(aredis, receiver_ref("slack", secret), 1.0)
-    assert await limiter.wait() == pytest.approx(0.0, abs=0.05)
+    assert await limiter.wait() == 0.0  # the first send never waits
     names = [k.decode() async for k in aredis.scan_iter(match="dlq_bridge:limit:*")]
     assert names == [keys.limit(receiver_ref("slack", secret))]
     assert "SECRET" not in names[0] and names[0].count("{") == 1
@@ -104,3 +104,21 @@ async def test_a_hold_is_capped_at_max_retry_after(aredis: aioredis.Redis) -> No
     assert 4.0 < await aredis.pttl(limiter.key) / 1000 <= 6.0
     await limiter.wait()
     assert len(slept) == 1 and 4.5 < slept[0] <= 5.0
+
+
+async def test_without_redis_the_limiter_paces_in_process() -> None:
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    from tests.support.redis_server import free_port
+
+    dead = aioredis.Redis(port=free_port(), socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    limiter = RateLimiter(dead, "slack:down", 10.0)
+    try:
+        waits = [await limiter.wait() for _ in range(3)]
+        await limiter.hold(0.3)
+        held = await limiter.wait()
+    finally:
+        await dead.aclose()
+    assert waits[0] < 0.05 and waits[2] > 0.05  # spaced by 1.1 / 10 s, in this process
+    assert held >= 0.2

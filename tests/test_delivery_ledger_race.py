@@ -41,15 +41,18 @@ class Consumer:
 
 
 @contextlib.asynccontextmanager
-async def consumers(settings: Settings, redis_url: str, count: int) -> AsyncIterator[list[Consumer]]:
+async def consumers(
+    settings: Settings, redis_url: str, count: int, *, same_id: bool = False
+) -> AsyncIterator[list[Consumer]]:
     opened: list[tuple[aioredis.Redis, httpx.AsyncClient]] = []
     out: list[Consumer] = []
     try:
         for n in range(count):
             client, http = aioredis.Redis.from_url(redis_url), build_http_client(settings.http)
             opened.append((client, http))
+            consumer_id = settings.redis.consumer_id if same_id else f"consumer-{n}"
             mine = settings.model_copy(update={
-                "redis": settings.redis.model_copy(update={"consumer_id": f"consumer-{n}"})})
+                "redis": settings.redis.model_copy(update={"consumer_id": consumer_id})})
             ledger = build_ledger(mine, client)
             [route] = build_routes(mine, http, client=client)
             out.append(Consumer(Deliverer(mine.delivery, ledger, Metrics(), Health()), route))
@@ -109,12 +112,17 @@ async def test_a_failed_send_releases_its_reservation_for_the_other_consumer(
     assert [r.status for r in receiver.requests] == [400, 200]
 
 
+@pytest.mark.parametrize("replacement", ["another_replica", "the_same_consumer_restarted"])
 async def test_a_sender_killed_mid_send_holds_the_job_only_until_its_reservation_expires(
-    make_settings: Callable[..., Settings], redis_url: str, aredis: aioredis.Redis, tmp_path: Path
+    make_settings: Callable[..., Settings], redis_url: str, aredis: aioredis.Redis, tmp_path: Path,
+    replacement: str,
 ) -> None:
+    """Another replica waits out the dead sender's reservation; its own restart takes it over."""
+    restarted = replacement == "the_same_consumer_restarted"
     receiver = Receiver(script=[Reply(delay_s=5.0)])  # the doomed sender's POST never returns in time
     async with serve(receiver.app) as url:
-        settings = hook_settings(make_settings, url, reservation_ttl_s=1.0)
+        # restarted: a reservation that would outlive the test unless taken over
+        settings = hook_settings(make_settings, url, reservation_ttl_s=600.0 if restarted else 1.0)
         child = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "tests.support.deliver_child", str(tmp_path / "bridge.toml"),
             "hook", "doomed", "1", cwd=ROOT, stdout=asyncio.subprocess.DEVNULL,
@@ -124,8 +132,9 @@ async def test_a_sender_killed_mid_send_holds_the_job_only_until_its_reservation
         await child.wait()
         held = await aredis.get(Ledger.key("hook", make_alert(job_id="doomed-0")))
         assert held is not None and str(held).startswith("b'sending:test-1:")  # the dead owner's
-        async with consumers(settings, redis_url, 1) as [replacement]:
-            result = await replacement.deliver(make_alert(job_id="doomed-0"))
+        async with consumers(settings, redis_url, 1, same_id=restarted) as [consumer]:
+            async with asyncio.timeout(60):
+                result = await consumer.deliver(make_alert(job_id="doomed-0"))
     assert result.outcome == "delivered"
     assert len(receiver.requests) == 2  # at least once: the dead sender's fate was unknown
     assert await Ledger(aredis, 60).delivered("hook", make_alert(job_id="doomed-0"))

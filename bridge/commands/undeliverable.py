@@ -106,7 +106,8 @@ async def retry(
     try:
         async with open_redis(settings) as client:
             routes = {r.sink.name: r for r in build_routes(settings, http, out, client=client)}
-            deliverer = Deliverer(delivery, build_ledger(settings, client), Metrics(), Health())
+            ledger = build_ledger(settings, client, owner=f"{settings.redis.consumer_id}.cli")
+            deliverer = Deliverer(delivery, ledger, Metrics(), Health())
             store = UndeliverableStore(client)
             stored = _matching(list(reversed(await store.records())), sink, limit)
             if not stored:

@@ -70,10 +70,11 @@ def build_routes(
     return [build_route(s, settings, http, pacers, stdout) for s in settings.effective_sinks()]
 
 
-def build_ledger(settings: Settings, client: redis.Redis) -> Ledger:
+def build_ledger(settings: Settings, client: redis.Redis, owner: str | None = None) -> Ledger:
+    """The ledger; `owner` (default: this replica's consumer id) names its reservations."""
     delivery = settings.delivery
     return Ledger(client, delivery.ledger_ttl_s, reservation_ttl_s=delivery.reservation_ttl_s,
-                  owner=settings.redis.consumer_id)
+                  owner=owner or settings.redis.consumer_id)
 
 
 def build_dispatcher(

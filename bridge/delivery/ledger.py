@@ -15,6 +15,12 @@ a reaped-but-alive consumer and its replacement never both send, and a sender
 killed mid-send holds the job up by at most `reservation_ttl_s` (its owner
 refreshes the TTL while it is alive). A value without the `sending:` prefix
 is a delivery mark, including marks written before reservations existed.
+
+A restart after kill -9 keeps its consumer id (and `recover_own` gives it its
+own entries back at once): a reservation of the same consumer id made by
+another process (`sending:<consumer>:<process>:<nonce>`) can only be the dead
+former self, so it is taken over at once instead of waiting for it to expire.
+Consumer ids are unique per live replica (docs/design.md, section 2).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ MARK_TRIES = 3
 MARK_PAUSE_S = 0.2
 POLL_S = 0.5  # how often a waiting sender looks at someone else's reservation
 SENDING = "sending:"
+PROCESS = uuid.uuid4().hex[:12]  # this process, in reservation tokens (constant once imported)
 _ERRORS = (RedisError, OSError, TimeoutError)
 
 # Only the owner (exact token) may extend or drop its reservation.
@@ -47,6 +54,12 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
+"""
+TAKE_OVER = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+end
+return false
 """
 RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -74,6 +87,7 @@ class Ledger:
         self._owner = owner
         self._poll_s = poll_s
         self._refresh = client.register_script(REFRESH)
+        self._take_over = client.register_script(TAKE_OVER)
         self._release = client.register_script(RELEASE)
 
     @staticmethod
@@ -90,7 +104,7 @@ class Ledger:
 
         Waits while another owner holds it (see the module docstring).
         """
-        token = f"{SENDING}{self._owner}:{uuid.uuid4().hex[:16]}"
+        token = f"{SENDING}{self._owner}:{PROCESS}:{uuid.uuid4().hex[:12]}"
         ttl_ms = max(1, round(self.reservation_ttl_s * 1000))
         while True:
             if await self._redis.set(key, token, nx=True, px=ttl_ms):
@@ -98,8 +112,18 @@ class Ledger:
             value = await self._redis.get(key)
             if value is not None and not _is_reservation(value):
                 return None
-            if value is not None:
+            if value is not None and self._former_self(value):
+                if await self._take_over(keys=[key], args=[value, token, ttl_ms]):
+                    log.info("ledger: took over %s from this consumer's previous process", key)
+                    return Reservation(self, key, token)
+            elif value is not None:
                 await asyncio.sleep(self._poll_s)
+
+    def _former_self(self, value: bytes | str) -> bool:
+        """A reservation of this consumer id made by another (so dead) process."""
+        text = value.decode(errors="replace") if isinstance(value, bytes) else value
+        parts = text[len(SENDING):].split(":")
+        return len(parts) == 3 and parts[0] == self._owner and parts[1] != PROCESS
 
     async def mark(self, sink: str, alert: Alert) -> None:
         """Record a success for (sink, alert) whoever holds it (a few shielded tries)."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -98,20 +97,19 @@ class RateLimiter:
         self._local = Pacer(1.0 / self.interval_s, max_hold_s=max_hold_s)
 
     async def wait(self) -> float:
-        """Sleep until this replica may send; returns the seconds waited."""
-        started = time.monotonic()
+        """Sleep until this replica may send; returns the seconds slept."""
+        waited = 0.0
         while True:
             try:
                 wait_ms = int(await self._script(keys=[self.key], args=[self._interval_ms, 0]))
             except _ERRORS as exc:
                 log.warning("rate limit in Redis unavailable (%s); pacing in process",
                             type(exc).__name__)
-                await self._local.wait()
-                break
+                return waited + await self._local.wait()
             if wait_ms <= 0:
-                break
+                return waited
             await self._sleep(wait_ms / 1000.0)
-        return time.monotonic() - started
+            waited += wait_ms / 1000.0
 
     async def hold(self, seconds: float) -> None:
         """No replica sends to this receiver for `seconds` (capped): it said Retry-After."""
