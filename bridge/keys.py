@@ -56,6 +56,21 @@ def summary(fingerprint: str) -> str:
     return f"{PREFIX}:summary:{fingerprint}"
 
 
+def limit(receiver_ref: str) -> str:
+    """The fleet-wide rate limit of one receiver; `receiver_ref` is a hash, never a secret."""
+    return f"{PREFIX}:limit:{{{receiver_ref}}}"
+
+
+def gateway_breaker(gateway_ref: str) -> str:
+    """The fleet-wide circuit breaker hash of one gateway (shares a slot with its budget)."""
+    return f"{PREFIX}:gateway:{{{gateway_ref}}}:breaker"
+
+
+def gateway_calls(gateway_ref: str) -> str:
+    """The fleet-wide calls-per-minute log (a sorted set) of one gateway."""
+    return f"{PREFIX}:gateway:{{{gateway_ref}}}:calls"
+
+
 @dataclass(frozen=True)
 class ProcessingKey:
     """A parsed `dlq_bridge:processing:<source ref>:<consumer>` key."""

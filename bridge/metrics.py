@@ -44,6 +44,11 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.gateway_waits = Counter(
+            "dlq_bridge_gateway_waits_total",
+            "Gateway 429 pauses waited out (at most openclaw.max_wait_s) instead of falling back",
+            registry=r,
+        )
         self.gateway_circuit_open = Gauge(
             "dlq_bridge_gateway_circuit_open", "1 while the gateway circuit is open", registry=r
         )
@@ -64,6 +69,18 @@ class Metrics:
             "Time to a final delivery outcome, by sink",
             ["sink"],
             buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.rate_limit_waits = Counter(
+            "dlq_bridge_rate_limit_waits_total",
+            "Sends that waited for the fleet-wide rate limit of their receiver, by sink",
+            ["sink"],
+            registry=r,
+        )
+        self.rate_limit_wait_seconds = Counter(
+            "dlq_bridge_rate_limit_wait_seconds_total",
+            "Seconds spent waiting for the fleet-wide rate limit, by sink",
+            ["sink"],
             registry=r,
         )
         self.undeliverable_depth = Gauge(

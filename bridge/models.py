@@ -103,5 +103,17 @@ class Alert(BaseModel):
         return self.dead_letter.idempotency_key
 
     @property
+    def cause_repeats_error(self) -> bool:
+        """True when the likely cause only restates the last error (a fallback's cause is the error).
+
+        Cards then show the error once, under "last error", and drop the "likely cause" line.
+        """
+        error, cause = self.dead_letter.last_error, self.summary.likely_cause
+        if not error:
+            return False
+        head = " ".join(error.split())[: max(len(cause) - 1, 1)]
+        return cause.startswith(head) or cause.rstrip("…") == head.rstrip()
+
+    @property
     def severity(self) -> Severity:
         return self.summary.severity

@@ -200,6 +200,12 @@ class OpenClawSettings(_Section):
         default=True,
         description="Ask for `response_format` JSON (best effort; replies are validated anyway).",
     )
+    max_wait_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="A gateway 429 whose Retry-After is at most this many seconds is waited "
+        "out (one call per cause); longer pauses fall back to static summaries.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -228,6 +234,12 @@ class DeliverySettings(_Section):
     request_timeout_s: float = Field(default=10.0, gt=0, description="Timeout of one HTTP request to a sink.")
     ledger_ttl_s: int = Field(
         default=7 * 24 * 3600, ge=60, description="How long the delivery ledger remembers a sent alert."
+    )
+    reservation_ttl_s: float = Field(
+        default=30.0,
+        ge=1,
+        description="Seconds a delivery reservation outlives a sender killed mid-send "
+        "(refreshed while the sender lives); the job is then sent by another replica.",
     )
 
 

@@ -31,14 +31,12 @@ def test_catalogue_has_the_required_runbooks() -> None:
     } <= ids
 
 
-async def test_fallback_names_queue_job_attempts_and_the_matched_runbook() -> None:
+async def test_fallback_names_queue_job_attempts_and_starts_with_the_error() -> None:
     dl = normalize(envelope_entry(queue="payments", attempts=5), "dead_letter:payments")
     s = await summarizer().summarize(dl)
     assert s.title == "payments: ship_order failed after 5 attempts"
     assert s.severity is Severity.CRITICAL
-    assert s.likely_cause == (
-        "Job timed out waiting on a dependency (TimeoutError): the last error matches runbook `timeout`."
-    )
+    assert s.likely_cause.startswith("TimeoutError: warehouse API timed out")
     assert s.runbook_hint == "timeout"
     assert s.source is SummarySource.FALLBACK and s.fallback_reason == "disabled"
     assert 1 <= len(s.next_steps) <= 4
@@ -106,13 +104,22 @@ async def test_one_attempt_is_singular() -> None:
     assert s.title == "orders: ship_order failed after 1 attempt"
 
 
-async def test_fallback_cause_does_not_repeat_the_last_error() -> None:
+async def test_fallback_cards_show_the_last_error_once() -> None:
+    """The fallback's cause is the error (the contract); the cards say it once, as the last error."""
     for error in ("TimeoutError: warehouse API timed out after 30s", "something odd happened at 12:00"):
         dl = normalize(envelope_entry(last_error=error), "dead_letter:orders")
         s = await summarizer().summarize(dl)
-        assert error not in s.likely_cause and "warehouse" not in s.likely_cause
+        assert s.likely_cause.startswith(error)
         card = json.dumps(slack_card(Alert(dead_letter=dl, summary=s)), ensure_ascii=False)
         assert card.count(error.split(": ")[-1]) == 1  # in "Last error", not again in "Likely cause"
+        assert "Likely cause" not in card and "Last error" in card
+
+
+async def test_a_model_cause_is_shown_beside_the_last_error() -> None:
+    dl = normalize(envelope_entry(), "dead_letter:orders")
+    s = (await summarizer().summarize(dl)).model_copy(update={"likely_cause": "The warehouse API is down."})
+    card = json.dumps(slack_card(Alert(dead_letter=dl, summary=s)), ensure_ascii=False)
+    assert "Likely cause" in card and "The warehouse API is down." in card and "Last error" in card
 
 
 async def test_console_card_of_an_unparseable_entry_shows_its_text() -> None:

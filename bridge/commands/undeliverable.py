@@ -29,8 +29,7 @@ from bridge.commands.common import (
     render_table,
 )
 from bridge.delivery.deliver import Deliverer, Route
-from bridge.delivery.factory import build_routes
-from bridge.delivery.ledger import Ledger
+from bridge.delivery.factory import build_ledger, build_routes
 from bridge.delivery.undeliverable import Stored, UndeliverableStore
 from bridge.health import Health
 from bridge.http import build_http_client
@@ -122,8 +121,9 @@ async def retry(
     http = build_http_client(settings.http)
     try:
         async with open_redis(settings) as client:
-            routes = {r.sink.name: r for r in build_routes(settings, http, out)}
-            deliverer = Deliverer(delivery, Ledger(client, delivery.ledger_ttl_s), Metrics(), Health())
+            routes = {r.sink.name: r for r in build_routes(settings, http, out, client=client)}
+            ledger = build_ledger(settings, client, owner=f"{settings.redis.consumer_id}.cli")
+            deliverer = Deliverer(delivery, ledger, Metrics(), Health())
             store = UndeliverableStore(client)
             every = list(reversed(await store.records()))
             problem = unknown_sink(settings, sink, every)

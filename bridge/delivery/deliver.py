@@ -1,9 +1,11 @@
-"""One alert to one sink: ledger check, paced attempts with retries, ledger mark.
+"""One alert to one sink: ledger reservation, paced attempts with retries, ledger mark.
 
 Outcomes: `delivered` (a 2xx, now in the ledger), `duplicate` (the ledger
-already had it), `undeliverable` (permanent error, attempts or deadline used
-up). Redis errors from the ledger propagate: the caller cannot record the
-outcome, so the whole entry must be retried (the ledger makes that safe).
+already had it, or another sender delivered it while this one waited on its
+reservation), `undeliverable` (permanent error, attempts or deadline used up;
+the reservation is released). Redis errors from the ledger propagate: the
+caller cannot record the outcome, so the whole entry must be retried (the
+ledger makes that safe). Pacing is fleet-wide (bridge.delivery.limiter).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Literal
 from tenacity import RetryCallState
 
 from bridge.delivery.ledger import Ledger
-from bridge.delivery.pacing import Pacer
+from bridge.delivery.limiter import Limiter
 from bridge.delivery.retry import retrying
 from bridge.errors import SinkError, SinkPermanent, SinkRetryable
 from bridge.health import Health, Status
@@ -33,11 +35,11 @@ Outcome = Literal["delivered", "duplicate", "undeliverable"]
 
 @dataclass(frozen=True)
 class Route:
-    """A configured sink: its settings (routing), the sink, and optional pacing."""
+    """A configured sink: its settings (routing), the sink, and optional fleet-wide pacing."""
 
     settings: SinkSettings
     sink: Sink
-    pacer: Pacer | None = None
+    pacer: Limiter | None = None
     use_ledger: bool = True
 
 
@@ -70,12 +72,23 @@ class Deliverer:
     async def deliver(self, route: Route, alert: Alert) -> Result:
         name = route.sink.name
         ledger = self._ledger if route.use_ledger else None
-        if ledger is not None and await ledger.delivered(name, alert):
-            log.info("sink %s: %s already delivered (ledger)", name, alert.idempotency_key)
+        if ledger is None:
+            return await self._attempts(route, alert)
+        return await self._reserved(ledger, Ledger.key(name, alert), name,
+                                    lambda: self._attempts(route, alert))
+
+    async def _reserved(
+        self, ledger: Ledger, key: str, name: str, attempts: Callable[[], Awaitable[Result]]
+    ) -> Result:
+        """Reserve `key`, run `attempts`, mark on success (the reservation is released otherwise)."""
+        reservation = await ledger.reserve(key)
+        if reservation is None:
+            log.info("sink %s: %s already delivered (ledger)", name, key)
             return Result(name, "duplicate", 0)
-        result = await self._attempts(route, alert)
-        if result.outcome == "delivered" and ledger is not None:
-            await ledger.mark(name, alert)
+        async with reservation:
+            result = await attempts()
+            if result.outcome == "delivered":
+                await reservation.mark()
         return result
 
     async def _attempts(self, route: Route, alert: Alert) -> Result:
@@ -103,7 +116,7 @@ class Deliverer:
             self._metrics.delivery_attempts.labels(name, "retryable").inc()
             self._health.set(f"sink:{name}", Status.DEGRADED, f"retrying: {short(exc)}")
             if exc.status == 429 and exc.retry_after_s and route.pacer is not None:
-                route.pacer.hold(exc.retry_after_s)
+                await route.pacer.hold(exc.retry_after_s)
             raise
         except SinkPermanent:
             self._metrics.delivery_attempts.labels(name, "permanent").inc()

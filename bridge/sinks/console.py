@@ -32,7 +32,8 @@ def render_card(alert: Alert, *, color: bool = False) -> str:
     ]
     if dl.correlation_id:
         lines.append(f"│ correlation {dl.correlation_id}")
-    lines.append(f"│ cause      {summary.likely_cause}")
+    if not alert.cause_repeats_error:
+        lines.append(f"│ cause      {summary.likely_cause}")
     lines.extend(f"│ step {i}     {step}" for i, step in enumerate(summary.next_steps, 1))
     lines.extend(_entry_lines(alert))
     runbook = alert.runbook_url or summary.runbook_hint or "-"

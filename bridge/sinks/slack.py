@@ -108,11 +108,10 @@ def source_text(alert: Alert) -> str:
 def body_blocks(alert: Alert) -> list[dict[str, Any]]:
     dl, summary = alert.dead_letter, alert.summary
     steps = "\n".join(f"{i}. {esc(s, 600)}" for i, s in enumerate(summary.next_steps, 1))
-    blocks = [
-        {"type": "section", "fields": fields(alert)},
-        _section(f"*Likely cause*\n{esc(summary.likely_cause, TEXT_CHARS)}"),
-        _section(f"*Next steps*\n{steps}"),
-    ]
+    blocks: list[dict[str, Any]] = [{"type": "section", "fields": fields(alert)}]
+    if not alert.cause_repeats_error:
+        blocks.append(_section(f"*Likely cause*\n{esc(summary.likely_cause, TEXT_CHARS)}"))
+    blocks.append(_section(f"*Next steps*\n{steps}"))
     if dl.last_error:
         blocks.append(_section(f"*Last error*\n{_code(dl.last_error, ERROR_CHARS)}"))
     if dl.parse_error:

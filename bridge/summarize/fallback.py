@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from bridge.models import DeadLetter, Severity, Summary, SummarySource
-from bridge.runbooks import Runbook, RunbookCatalog
+from bridge.runbooks import RunbookCatalog
 
-_ERROR_CLASS = re.compile(r"\A\s*([A-Za-z_][\w.]{0,80})\s*:")
 _GENERIC_STEPS = (
     "Inspect the entry with `dlq-bridge peek`",
     "Fix the cause, then `dlq-bridge redrive`",
@@ -31,10 +29,11 @@ def fallback_title(dl: DeadLetter) -> str:
     return _cut(f"{dl.queue}: {job} failed {tries}", 120)
 
 
-def fallback_cause(dl: DeadLetter, runbook: Runbook | None = None) -> str:
-    """The likely cause without a model: the runbook the error matches, never the error repeated.
+def fallback_cause(dl: DeadLetter) -> str:
+    """The likely cause without a model: the last error itself (docs/design.md, section 4).
 
-    The error itself is the card's "last error"; saying it twice says nothing more.
+    Cards show it once: when the cause is just the error, they drop the "likely cause" line
+    and keep the full "last error" (`Alert.cause_repeats_error`).
     """
     if dl.parse_error:
         return _cut(
@@ -44,12 +43,7 @@ def fallback_cause(dl: DeadLetter, runbook: Runbook | None = None) -> str:
         )
     if dl.last_error is None:
         return "No error was recorded for this job: the producer stores none with its dead letters."
-    found = _ERROR_CLASS.match(dl.last_error)
-    kind = f" ({found.group(1)})" if found else ""
-    if runbook is None or runbook.fallback:
-        title = runbook.title if runbook else "Unclassified job failure"
-        return _cut(f"{title}{kind}: no specific runbook matches the last error.", 500)
-    return _cut(f"{runbook.title}{kind}: the last error matches runbook `{runbook.id}`.", 500)
+    return _cut(dl.last_error.strip(), 500)
 
 
 class FallbackSummarizer:
@@ -65,7 +59,7 @@ class FallbackSummarizer:
         return Summary(
             title=fallback_title(dl),
             severity=self._severity_for(dl.queue),
-            likely_cause=fallback_cause(dl, runbook),
+            likely_cause=fallback_cause(dl),
             next_steps=steps[:4],
             runbook_hint=runbook.id if runbook else "",
             source=SummarySource.FALLBACK,
