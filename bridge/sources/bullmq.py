@@ -9,6 +9,8 @@ per failed attempt, each starting `<ErrorName>: <message>`), `atm` (attempts mad
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from typing import Any, cast
 
 import redis.asyncio as aioredis
@@ -92,6 +94,7 @@ def bullmq_source(
     prefix: str = "bull",
     queues: list[str] | None = None,
     lease_s: float = 60.0,
+    clock: Callable[[], float] = time.time,
 ) -> WatchedSource:
     """The failed sets of the listed queues, or of every queue SCAN finds when the list is empty."""
 
@@ -104,6 +107,7 @@ def bullmq_source(
                 Cursor(bridge, f"{name}:{queue}", lease_s=lease_s),
                 BullMQMapper(store, prefix, queue),
                 name,
+                clock,
             )
             for queue in names
         ]

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import time
 import zlib
+from collections.abc import Callable
 from typing import cast
 
 import redis.asyncio as aioredis
@@ -100,7 +102,13 @@ async def find_queues(store: aioredis.Redis) -> list[str]:
 
 
 def rq_source(
-    name: str, store: aioredis.Redis, bridge: aioredis.Redis, *, queues: list[str] | None = None, lease_s: float = 60.0
+    name: str,
+    store: aioredis.Redis,
+    bridge: aioredis.Redis,
+    *,
+    queues: list[str] | None = None,
+    lease_s: float = 60.0,
+    clock: Callable[[], float] = time.time,
 ) -> WatchedSource:
     """The failed registries of the listed queues, or of every queue in `rq:queues` when empty."""
 
@@ -113,6 +121,7 @@ def rq_source(
                 Cursor(bridge, f"{name}:{queue}", lease_s=lease_s),
                 RQMapper(store, queue),
                 name,
+                clock,
             )
             for queue in names
         ]

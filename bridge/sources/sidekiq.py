@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -77,11 +79,17 @@ class SidekiqMapper:
 
 
 def sidekiq_source(
-    name: str, store: aioredis.Redis, bridge: aioredis.Redis, *, namespace: str = "", lease_s: float = 60.0
+    name: str,
+    store: aioredis.Redis,
+    bridge: aioredis.Redis,
+    *,
+    namespace: str = "",
+    lease_s: float = 60.0,
+    clock: Callable[[], float] = time.time,
 ) -> WatchedSource:
     """The dead set of one Sidekiq (its Redis may differ from the bridge's, which keeps the cursor)."""
     key = keys.sidekiq_dead(namespace)
-    watched = WatchedSet(store, key, Cursor(bridge, name, lease_s=lease_s), SidekiqMapper(f"{KIND}:{key}"), name)
+    watched = WatchedSet(store, key, Cursor(bridge, name, lease_s=lease_s), SidekiqMapper(f"{KIND}:{key}"), name, clock)
 
     async def discover() -> list[WatchedSet]:
         return [watched]

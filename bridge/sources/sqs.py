@@ -4,7 +4,9 @@ Consumable and at-least-once: a received message stays invisible for `visibility
 it is deleted only after the finish step, so a replica that stops before comes back to the
 queue when the timeout ends. The body is the dead letter as the producer wrote it. The message
 id stands in for the job id when the body carries none, and `ApproximateReceiveCount` minus this
-receive stands in for the attempts (it also counts earlier receives by a bridge that stopped).
+receive stands in for the attempts (it also counts earlier receives by a bridge that stopped),
+and `ApproximateFirstReceiveTimestamp` (the first attempt) for `first_failed_at` when the body has
+neither.
 
 boto3 is synchronous: each call runs in a worker thread.
 """
@@ -18,9 +20,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bridge.sources.kinds import KindRecord, Receipt
+from bridge.sources.mapping import iso_from_epoch
 
 KIND = "sqs"
 _JOB_ID_FIELDS = ("job_id", "task_id", "jid", "id")
+_FAILED_AT_FIELDS = ("first_failed_at", "failed_at", "failedAt")
 
 
 def queue_name(queue_url: str) -> str:
@@ -42,10 +46,15 @@ def message_raw(message: dict[str, Any]) -> tuple[bytes, str]:
     obj = dict(loaded)
     if job_id is None:
         obj["job_id"] = job_id = message_id
+    attributes = message.get("Attributes", {})
     if obj.get("attempts") is None:
-        received = _int(message.get("Attributes", {}).get("ApproximateReceiveCount"))
+        received = _int(attributes.get("ApproximateReceiveCount"))
         if received is not None:
             obj["attempts"] = max(received - 1, 1)
+    if not any(obj.get(name) for name in _FAILED_AT_FIELDS):
+        first = iso_from_epoch(attributes.get("ApproximateFirstReceiveTimestamp"))
+        if first is not None:
+            obj["first_failed_at"] = first
     return json.dumps(obj, sort_keys=True, ensure_ascii=False).encode(), job_id
 
 
