@@ -20,6 +20,7 @@ from bridge.sources.kinds import KindRecord, Receipt
 
 KIND = "redis_stream"
 _JOB_ID_FIELDS = ("job_id", "task_id", "jid", "id")
+LAG_CAP = 10_000
 
 
 def entry_raw(entry_id: str, fields: dict[bytes, bytes]) -> bytes:
@@ -102,8 +103,15 @@ class RedisStreamSource:
         await self._ensure_group()
         for info in await self._client.xinfo_groups(self._stream):
             if _text(info.get("name")) == self._group:
-                return int(info.get("pending") or 0) + int(info.get("lag") or 0)
+                return int(info.get("pending") or 0) + await self._lag(info)
         return 0
+
+    async def _lag(self, info: dict[str, Any]) -> int:
+        """Entries not yet delivered to the group (`lag` from Redis 7; counted up to LAG_CAP before)."""
+        if isinstance(info.get("lag"), int):
+            return int(info["lag"])
+        last = _text(info.get("last-delivered-id") or "0-0")
+        return len(await self._client.xrange(self._stream, min=f"({last}", max="+", count=LAG_CAP) or [])
 
     async def close(self) -> None:
         return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Protocol, cast
 
 import redis.asyncio as aioredis
@@ -73,7 +74,7 @@ class WatchedSet:
             for member, score in page:
                 position = Position(score=score, member_id=self._mapper.member_id(member))
                 if await self._cursor.claim(position, now_ms):
-                    return await self._mapper.record(member, score, self._receipt(position))
+                    return await self._record(member, score, position)
             offset += len(page)
 
     async def _page(self, low: str, offset: int) -> list[tuple[bytes, str]]:
@@ -89,12 +90,14 @@ class WatchedSet:
         )
         for member, score in cast(list[tuple[bytes, str]], rows):
             if self._mapper.member_id(member) == position.member_id:
-                return await self._mapper.record(member, score, self._receipt(position))
+                return await self._record(member, score, position)
         await self._cursor.release(position)
         return None
 
-    def _receipt(self, position: Position) -> Receipt:
-        return Receipt(source=self._source, token=self.token(position))
+    async def _record(self, member: bytes, score: str, position: Position) -> KindRecord:
+        receipt = Receipt(source=self._source, token=self.token(position))
+        record = await self._mapper.record(member, score, receipt)
+        return replace(record, claimed_at=self._clock())
 
 
 def _score_text(value: bytes | str) -> str:

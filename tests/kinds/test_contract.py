@@ -164,6 +164,15 @@ class KindContract:
         assert await taker.ack(again.receipt)
         assert await drain(taker) == []
 
+    async def test_depth_counts_what_is_not_finished(self) -> None:
+        await self.produce(2)
+        reader = await self.new_reader("r1")
+        if hasattr(reader, "rescan"):
+            await reader.rescan()
+        assert await reader.depth() == 2
+        assert len(await drain(reader)) == 2
+        assert await reader.depth() == 0
+
     async def test_garbage_becomes_an_unparseable_or_sparse_dead_letter_never_a_crash(self) -> None:
         await self.inject_garbage()
         reader = await self.new_reader("r1")
