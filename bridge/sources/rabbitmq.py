@@ -135,7 +135,12 @@ class RabbitMQSource:
         message = self._held.pop(receipt.token, None)
         if receipt.source != self._name or message is None:
             return False
-        await message.ack()
+        from aio_pika.exceptions import AMQPError
+
+        try:
+            await message.ack()
+        except AMQPError:  # the channel closed since: the broker redelivers the message
+            return False
         return True
 
     async def depth(self) -> int:

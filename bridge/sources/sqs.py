@@ -98,7 +98,12 @@ class SqsSource:
     async def ack(self, receipt: Receipt) -> bool:
         if receipt.source != self._name:
             return False
-        await asyncio.to_thread(self._client.delete_message, QueueUrl=self._queue_url, ReceiptHandle=receipt.token)
+        from botocore.exceptions import ClientError
+
+        try:
+            await asyncio.to_thread(self._client.delete_message, QueueUrl=self._queue_url, ReceiptHandle=receipt.token)
+        except ClientError:  # e.g. the receipt handle expired: the message is visible again, for another receive
+            return False
         return True
 
     async def depth(self) -> int:

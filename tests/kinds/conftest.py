@@ -11,9 +11,7 @@ _REASONS: dict[str, str] = {}
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.skipped and "tests/kinds/" in report.nodeid and isinstance(report.longrepr, tuple):
-        reason = str(report.longrepr[2]).removeprefix("Skipped: ")
-        if not reason.startswith("consumable kind"):
-            _REASONS.setdefault(reason, report.nodeid)
+        _REASONS.setdefault(str(report.longrepr[2]).removeprefix("Skipped: "), report.nodeid)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
