@@ -108,3 +108,61 @@ def work_queue(source_key: str) -> str | None:
     if not source_key.startswith(DLQ_PREFIX) or source_key == DLQ_PREFIX:
         return None
     return source_key[len(DLQ_PREFIX) :]
+
+
+# --- Other DLQ kinds (docs/design.md, section 2b) -------------------------------------------
+# The producers' own keys (read only, never written) and the bridge's cursor for watched stores.
+# A cursor is named by the source's configured name and hash-tagged by it: one slot per source.
+
+
+def cursor(source_name: str) -> str:
+    """Hash: `score` = the highest score finished (the watermark)."""
+    return f"{PREFIX}:cursor:{{{source_name}}}"
+
+
+def cursor_ids(source_name: str) -> str:
+    """Set: the ids finished at exactly the watermark score."""
+    return f"{PREFIX}:cursor:{{{source_name}}}:ids"
+
+
+def cursor_leases(source_name: str) -> str:
+    """Sorted set: id → lease expiry (epoch ms) of records claimed, not yet finished."""
+    return f"{PREFIX}:cursor:{{{source_name}}}:leases"
+
+
+def cursor_lease_scores(source_name: str) -> str:
+    """Hash: id → the record's score in the watched store, for reclaiming an expired lease."""
+    return f"{PREFIX}:cursor:{{{source_name}}}:lease_scores"
+
+
+def sidekiq_dead(namespace: str = "") -> str:
+    """Sidekiq's dead set (`dead`, or `<namespace>:dead` with redis-namespace)."""
+    return f"{namespace}:dead" if namespace else "dead"
+
+
+def bullmq_failed(prefix: str, queue: str) -> str:
+    return f"{prefix}:{queue}:failed"
+
+
+def bullmq_job(prefix: str, queue: str, job_id: str) -> str:
+    return f"{prefix}:{queue}:{job_id}"
+
+
+def bullmq_meta_match(prefix: str) -> str:
+    """SCAN pattern finding BullMQ queues by their `meta` hash."""
+    return f"{prefix}:*:meta"
+
+
+def rq_failed(queue: str) -> str:
+    return f"rq:failed:{queue}"
+
+
+def rq_job(job_id: str) -> str:
+    return f"rq:job:{job_id}"
+
+
+def rq_results(job_id: str) -> str:
+    return f"rq:results:{job_id}"
+
+
+RQ_QUEUES = "rq:queues"
