@@ -93,3 +93,34 @@ def work_queue(source_key: str) -> str | None:
     if not source_key.startswith(DLQ_PREFIX) or source_key == DLQ_PREFIX:
         return None
     return source_key[len(DLQ_PREFIX) :]
+
+
+# Grouping (docs/design.md, section 5b): every key of one sink's groups carries
+# the `{<sink>}` hash tag, so a group's keys, the sink's due index and the
+# sink's delivery queue share one cluster slot. Sink names are `[A-Za-z0-9._-]+`,
+# so the first `{…}` in these keys is always the sink's.
+
+
+def groups_due(sink: str) -> str:
+    """ZSET group key → epoch seconds when the group is next due (or its lease ends)."""
+    return f"{PREFIX}:groups:{{{sink}}}:due"
+
+
+def group(sink: str, group_key: str) -> str:
+    """HASH: the group's counters, timers, lease and first alert."""
+    return f"{PREFIX}:group:{{{sink}}}:{group_key}"
+
+
+def group_jobs(sink: str, group_key: str) -> str:
+    """ZSET member idempotency key → arrival number (1, 2, …): membership and order."""
+    return f"{group(sink, group_key)}:jobs"
+
+
+def group_job_details(sink: str, group_key: str) -> str:
+    """HASH member idempotency key → compact JSON of that job (for digests and webhooks)."""
+    return f"{group(sink, group_key)}:job"
+
+
+def group_queues(sink: str, group_key: str) -> str:
+    """HASH queue → number of the group's jobs from that queue."""
+    return f"{group(sink, group_key)}:queues"

@@ -185,10 +185,31 @@ class RunbookSettings(_Section):
     base_url: str | None = None
 
 
+GroupBy = Literal["fingerprint", "queue", "none"]
+
+
 class _SinkBase(_Section):
     name: str = Field(pattern=NAME_RE)
     min_severity: Severity = Severity.INFO
     queues: list[str] = Field(default_factory=list)
+    group_by: GroupBy = Field(
+        default="none",
+        description=(
+            "How alerts are grouped into one notification: `fingerprint` (one per cause), "
+            "`queue`, or `none` (one notification per job)"
+        ),
+    )
+    group_wait_s: float = Field(
+        default=10.0, ge=0, description="Wait after a group's first job before its first notification"
+    )
+    group_interval_s: float = Field(
+        default=60.0, gt=0, description="Least time between two notifications of a growing group"
+    )
+    repeat_interval_s: float = Field(
+        default=14400.0,
+        gt=0,
+        description="A group with no new jobs this long after its last notification is re-sent once, then closed",
+    )
 
     def routes(self, queue: str, severity: Severity) -> bool:
         """True when this sink wants alerts of `severity` from `queue`."""
@@ -204,6 +225,9 @@ class ConsoleSinkSettings(_SinkBase):
 
 class SlackSinkSettings(_SinkBase):
     type: Literal["slack"]
+    group_by: GroupBy = Field(
+        default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
+    )
     url: SecretStr | None = None
     url_env: str | None = None
     url_file: Path | None = None
@@ -221,6 +245,9 @@ class SlackSinkSettings(_SinkBase):
 
 class PagerDutySinkSettings(_SinkBase):
     type: Literal["pagerduty"]
+    group_by: GroupBy = Field(
+        default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
+    )
     routing_key: SecretStr | None = None
     routing_key_env: str | None = None
     routing_key_file: Path | None = None
