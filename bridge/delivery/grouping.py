@@ -211,7 +211,7 @@ class Grouper:
         group, now = self.key_for(alert), self._clock()
         job = GroupJob.of(alert, now).model_dump_json()
         s = self.settings
-        args = [
+        args: list[str | int | float] = [
             group, alert.idempotency_key, job, alert.dead_letter.queue, repr(now),
             alert.severity.rank, alert.model_dump_json(), s.group_wait_s, s.group_interval_s,
         ]
@@ -253,7 +253,7 @@ class Grouper:
         again after group_interval, with whatever it gained by then.
         """
         n, s = notification, self.settings
-        args = [
+        args: list[str | int | float] = [
             n.group_key, n.claim, "1" if delivered else "0", repr(self._clock()), n.sequence,
             s.group_interval_s, s.repeat_interval_s, n.kind, self._closed_ttl_s,
         ]
