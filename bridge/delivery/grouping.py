@@ -238,7 +238,7 @@ class Grouper:
 
     async def _claim_one(self, group: str, now: float) -> Notification | None:
         token = secrets.token_hex(8)
-        args = [group, repr(now), repr(now + self.lease_s), token, self._max_jobs]
+        args: list[str | int | float] = [group, repr(now), repr(now + self.lease_s), token, self._max_jobs]
         reply = await self._claim(keys=self._keys(group), args=args)
         if not reply:
             return None
