@@ -7,6 +7,7 @@ reminder at a glance (docs/design.md, section 5b).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from bridge.models import Notification
@@ -52,11 +53,25 @@ def change_line(n: Notification) -> str:
     return f"{jobs_word(n.count)} failed with one cause within {span(n.last_seen - n.first_seen)}."
 
 
-def queues_line(n: Notification, limit: int = 10, name_chars: int = 100) -> str:
-    """`orders ×2,990 · billing ×10` (most jobs first), `+N more queues` beyond `limit`."""
-    parts = [f"{q[:name_chars]} ×{n.queue_counts.get(q, 0):,}" for q in n.queues[:limit]]
-    if len(n.queues) > limit:
-        parts.append(f"+{len(n.queues) - limit:,} more queues")
+def queues_line(
+    n: Notification,
+    limit: int = 10,
+    name_chars: int = 100,
+    escape: Callable[[str], str] = str,
+    budget: int = 900,
+) -> str:
+    """`orders ×2,990 · billing ×10` (most jobs first), at most `limit` names and `budget`
+    chars (as escaped by `escape`), then `+N more queues`."""
+    parts: list[str] = []
+    used = 0
+    for q in n.queues[:limit]:
+        part = escape(f"{q[:name_chars]} ×{n.queue_counts.get(q, 0):,}")
+        if parts and used + len(part) + 3 > budget:
+            break
+        parts.append(part)
+        used += len(part) + 3
+    if len(n.queues) > len(parts):
+        parts.append(f"+{len(n.queues) - len(parts):,} more queues")
     return " · ".join(parts) if parts else "—"
 
 

@@ -173,10 +173,11 @@ MAX_TOTAL_CHARS = 12000  # Slack rejects long block sets (msg_blocks_too_long) n
 
 
 def group_header(n: Notification) -> str:
+    """`🔴 <title> · 2,990 jobs`: the title is cut, never the count."""
     prefix = "[TEST] " if n.first.is_test else ""
     count = f" · {digest.jobs_word(n.count)}"
-    title = n.first.summary.title[: HEADER_CHARS - len(prefix) - len(count) - 3]
-    return esc(f"{prefix}{_EMOJI[n.severity]} {title}{count}", HEADER_CHARS)
+    title = esc(f"{prefix}{_EMOJI[n.severity]} {n.first.summary.title}", HEADER_CHARS - len(count))
+    return title + count
 
 
 def group_fields(n: Notification) -> list[dict[str, Any]]:
@@ -184,12 +185,14 @@ def group_fields(n: Notification) -> list[dict[str, Any]]:
     items = [
         ("Severity", n.severity.value.upper()),
         ("Jobs", f"{n.count:,}{new}"),
-        ("Queues", digest.queues_line(n)),
         ("Group", digest.group_label(n)),
         ("First seen", digest.when(n.first_seen)),
         ("Last seen", digest.when(n.last_seen)),
     ]
-    return [_field(label, esc(value, QUEUES_CHARS)) for label, value in items]
+    fields = [_field(label, esc(value, QUEUES_CHARS)) for label, value in items]
+    queues = digest.queues_line(n, escape=lambda t: esc(t, 300), budget=QUEUES_CHARS)
+    fields.insert(2, _field("Queues", queues))
+    return fields
 
 
 def samples_text(n: Notification) -> str:
