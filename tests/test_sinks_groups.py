@@ -90,7 +90,7 @@ def test_slack_digest_shows_what_on_call_needs() -> None:
     flat = "\n".join(all_texts(card))
     header = card["blocks"][0]["text"]["text"]
     assert header == "🔴 ship_order failed on orders · 2,990 jobs"
-    assert "2,990 jobs failed with one cause within 75 s." in flat
+    assert "2,990 jobs failed with the same cause within 75 s." in flat
     assert "orders ×2,980 · billing ×10" in flat
     assert "2027-01-15 08:00:00 UTC" in flat and "2027-01-15 08:01:15 UTC" in flat  # first/last seen
     assert "*Sample jobs* (10 of 2,990)" in flat

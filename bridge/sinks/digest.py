@@ -50,7 +50,8 @@ def change_line(n: Notification) -> str:
         )
     if n.sequence > 1 and n.previous_at is not None:
         return f"{n.new_count:,} more since {when(n.previous_at)}, {n.count:,} in all."
-    return f"{jobs_word(n.count)} failed with one cause within {span(n.last_seen - n.first_seen)}."
+    where = {"fp": "with the same cause", "queue": "in this queue"}.get(n.group_key.partition(":")[0], "")
+    return f"{jobs_word(n.count)} failed {where} within {span(n.last_seen - n.first_seen)}.".replace("  ", " ")
 
 
 def queues_line(

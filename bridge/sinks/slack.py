@@ -200,7 +200,7 @@ def samples_text(n: Notification) -> str:
     of = f"{n.new_count:,} new" if n.sequence > 1 and n.kind != "repeat" else f"{n.count:,}"
     head = f"*Sample jobs* ({len(shown)} of {of})" if shown else "*Sample jobs*"
     lines = ["`" + esc(f"{j.queue}/{j.job_id}", SAMPLE_CHARS).replace("`", "ˋ") + "`" for j in shown]
-    return head + "\n" + ("\n".join(lines) or "—")
+    return head + "\n" + (" · ".join(lines) or "—")
 
 
 def group_blocks(n: Notification) -> list[dict[str, Any]]:
