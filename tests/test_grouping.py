@@ -289,3 +289,19 @@ async def test_group_keys_share_the_sink_slot(aredis: aioredis.Redis) -> None:
     found = [k.decode() for k in await aredis.keys("dlq_bridge:group*") if isinstance(k, bytes)]
     assert found and all(k.split("{", 1)[1].startswith("team-slack}") for k in found)
     assert keys.groups_due("team-slack") in found
+
+
+async def test_a_renewed_lease_keeps_a_slow_delivery_its_own(aredis: aioredis.Redis) -> None:
+    clock = Clock()
+    a, b = Grouper(aredis, slack(), clock, lease_s=30), Grouper(aredis, slack(), clock, lease_s=30)
+    await a.add(job(0))
+    clock.advance(10)
+    [n] = await a.claim_due()
+    for _ in range(5):  # a delivery retrying for 100 s, renewing every 20 s
+        clock.advance(20)
+        assert await a.renew(n)
+        assert await b.claim_due() == []
+    clock.advance(30)
+    [taken] = await b.claim_due()  # renewals stopped (killed): the lease ends, b takes over
+    assert not await a.renew(n) and not await a.notified(n, delivered=True)
+    assert await b.notified(taken, delivered=True)

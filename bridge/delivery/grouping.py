@@ -150,6 +150,13 @@ redis.call('ZADD', due, now + tonumber(ARGV[7]), g)
 return 1
 """
 
+# KEYS: due, group   ARGV: group key, token, lease until
+_RENEW = """
+if redis.call('HGET', KEYS[2], 'lease') ~= ARGV[2] then return 0 end
+redis.call('ZADD', KEYS[1], tonumber(ARGV[3]), ARGV[1])
+return 1
+"""
+
 
 def group_key(alert: Alert, group_by: str) -> str:
     """`fp:<fingerprint>`, `queue:<queue>` or `job:<idempotency key>`."""
@@ -191,6 +198,7 @@ class Grouper:
         self._add = client.register_script(_ADD)
         self._claim = client.register_script(_CLAIM)
         self._notified = client.register_script(_NOTIFIED)
+        self._renew = client.register_script(_RENEW)
         # Webhook receivers get every job once; people get samples.
         self._max_jobs = 0 if sink_settings.type == "webhook" else SAMPLES
 
@@ -263,6 +271,13 @@ class Grouper:
         if self._metrics is not None:
             await self._update_gauge()
         return result > 0
+
+    async def renew(self, notification: Notification) -> bool:
+        """Extend this replica's lease by `lease_s` (a delivery still retrying); False once lost."""
+        group = notification.group_key
+        until = repr(self._clock() + self.lease_s)
+        args: list[str | int | float] = [group, notification.claim, until]
+        return bool(await self._renew(keys=self._keys(group)[:2], args=args))
 
     async def open_groups(self) -> int:
         """Groups not yet closed (each has a timer in the due index)."""
