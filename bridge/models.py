@@ -182,7 +182,9 @@ class Notification(BaseModel):
     severity: Severity
     first: Alert
     jobs: list[GroupJob] = Field(default_factory=list)
-    """The jobs new since the previous notification (all of them for webhooks, else ≤ 10)."""
+    """The jobs new since the previous notification (webhooks: up to 500 per event, else ≤ 10)."""
+    pending: int = 0
+    """Jobs already in the group but left for the next notification (webhook paging)."""
     opened_at: float = 0.0
     """The group's first_seen as stored: names this opening of the group in ledger keys."""
     claim: str = ""

@@ -264,22 +264,31 @@ async def test_group_by_queue_and_none(aredis: aioredis.Redis) -> None:
     assert group_key(job(1, fp=""), "fingerprint") == "job:orders:job-1"
 
 
-async def test_webhook_groups_carry_every_new_job_once(aredis: aioredis.Redis) -> None:
+async def test_webhook_groups_carry_every_new_job_once_in_pages(aredis: aioredis.Redis) -> None:
     clock = Clock()
     hook = WebhookSinkSettings(
         name="hook", type="webhook", url="http://127.0.0.1:9/h", secret="s3", group_by="queue"
     )
     grouper = Grouper(aredis, hook, clock)
-    for i in range(250):
+    for i in range(1200):
         await grouper.add(job(i))
     clock.advance(10)
-    [n] = await deliver_all(grouper)
-    assert [j.job_id for j in n.jobs] == [f"job-{i}" for i in range(250)]
-    for i in range(250, 300):
+    pages = [await deliver_all(grouper) for _ in range(4)]  # no clock advance: the rest is due at once
+    assert [len(p) for p in pages] == [1, 1, 1, 0]
+    sent = [p[0] for p in pages[:3]]
+    assert [(n.sequence, n.new_count, n.pending, n.count) for n in sent] == [
+        (1, 500, 700, 1200), (2, 500, 200, 1200), (3, 200, 0, 1200)
+    ]
+    listed = [j.job_id for n in sent for j in n.jobs]
+    assert listed == [f"job-{i}" for i in range(1200)]
+    for i in range(1200, 1250):
         await grouper.add(job(i))
-    clock.advance(60)
+    clock.advance(59)
+    assert await grouper.claim_due() == []
+    clock.advance(1)
     [m] = await deliver_all(grouper)
-    assert [j.job_id for j in m.jobs] == [f"job-{i}" for i in range(250, 300)]
+    assert [j.job_id for j in m.jobs] == [f"job-{i}" for i in range(1200, 1250)]
+    assert (m.kind, m.sequence, m.new_count, m.pending) == ("digest", 4, 50, 0)
 
 
 async def test_group_keys_share_the_sink_slot(aredis: aioredis.Redis) -> None:

@@ -22,11 +22,12 @@ sink; names in `bridge.keys`):
 
     dlq_bridge:groups:{S}:due          ZSET group key → when it is next due;
                                         while claimed: when the lease ends
-    dlq_bridge:group:{S}:<G>           HASH count, notified (count at the last
-                                        notification), sequence, first_seen,
-                                        last_seen, previous_at, severity (rank),
-                                        first (the first Alert, JSON), lease,
-                                        claim_count, closed_at
+    dlq_bridge:group:{S}:<G>           HASH count, notified (jobs covered by the
+                                        notifications sent), sequence (sent),
+                                        first_seen, last_seen, previous_at,
+                                        severity (rank), first (the first Alert,
+                                        JSON), lease (token), claim_count and
+                                        paged (of the claim in flight), closed_at
     dlq_bridge:group:{S}:<G>:jobs      ZSET idempotency key → arrival number
     dlq_bridge:group:{S}:<G>:job       HASH idempotency key → GroupJob JSON
     dlq_bridge:group:{S}:<G>:queues    HASH queue → jobs from it
@@ -56,6 +57,7 @@ from bridge.models import Alert, GroupJob, Notification, NotificationKind, Sever
 from bridge.settings import SinkSettings
 
 SAMPLES = 10
+JOBS_PER_EVENT = 500
 CLOSED_TTL_S = 7 * 24 * 3600
 _BY_RANK = {s.rank: s for s in Severity}
 
@@ -96,7 +98,8 @@ return 1
 """
 
 # KEYS: due, group, jobs, job details, queues
-# ARGV: group key, now, lease until, token, max jobs (0: all new jobs)
+# ARGV: group key, now, lease until, token, max jobs listed, page (1: a notification
+#       covers only the jobs it lists; the rest is due right after it)
 _CLAIM = """
 local due, h = KEYS[1], KEYS[2]
 local score = redis.call('ZSCORE', due, ARGV[1])
@@ -108,18 +111,22 @@ if not f[1] or not f[8] then
   return false
 end
 local count, notified = tonumber(f[1]), tonumber(f[2])
-redis.call('ZADD', due, tonumber(ARGV[3]), ARGV[1])
-redis.call('HSET', h, 'lease', ARGV[4], 'claim_count', count)
 local start, stop = notified, count - 1
 if count <= notified then start = math.max(0, count - 10) end
 local limit = tonumber(ARGV[5])
 if limit > 0 and stop - start + 1 > limit then stop = start + limit - 1 end
+local covered = count
+if ARGV[6] == '1' and count > notified then covered = stop + 1 end
+local paged = 0
+if covered < count then paged = 1 end
+redis.call('ZADD', due, tonumber(ARGV[3]), ARGV[1])
+redis.call('HSET', h, 'lease', ARGV[4], 'claim_count', covered, 'paged', paged)
 local jobs = {}
 for i, m in ipairs(redis.call('ZRANGE', KEYS[3], start, stop)) do
   jobs[i] = redis.call('HGET', KEYS[4], m) or ''
 end
 return {f[1], f[2], f[3], f[4], f[5], f[6] or '', f[7], f[8],
-        redis.call('HGETALL', KEYS[5]), jobs}
+        redis.call('HGETALL', KEYS[5]), jobs, covered}
 """
 
 # KEYS: due, group, jobs, job details, queues
@@ -137,7 +144,9 @@ local claimed = tonumber(redis.call('HGET', h, 'claim_count'))
 local count = tonumber(redis.call('HGET', h, 'count'))
 redis.call('HSET', h, 'notified', claimed, 'sequence', ARGV[5], 'previous_at', ARGV[4])
 if count > claimed then
-  redis.call('ZADD', due, now + tonumber(ARGV[6]), g)
+  local wait = tonumber(ARGV[6])
+  if redis.call('HGET', h, 'paged') == '1' then wait = 0 end
+  redis.call('ZADD', due, now + wait, g)
   return 1
 end
 if ARGV[8] == 'repeat' then
@@ -199,8 +208,9 @@ class Grouper:
         self._claim = client.register_script(_CLAIM)
         self._notified = client.register_script(_NOTIFIED)
         self._renew = client.register_script(_RENEW)
-        # Webhook receivers get every job once; people get samples.
-        self._max_jobs = 0 if sink_settings.type == "webhook" else SAMPLES
+        # Webhook receivers get every job once, in pages of JOBS_PER_EVENT; people get samples.
+        self._page = sink_settings.type == "webhook"
+        self._max_jobs = JOBS_PER_EVENT if self._page else SAMPLES
 
     def key_for(self, alert: Alert) -> str:
         return group_key(alert, self.settings.group_by)
@@ -246,7 +256,9 @@ class Grouper:
 
     async def _claim_one(self, group: str, now: float) -> Notification | None:
         token = secrets.token_hex(8)
-        args: list[str | int | float] = [group, repr(now), repr(now + self.lease_s), token, self._max_jobs]
+        args: list[str | int | float] = [
+            group, repr(now), repr(now + self.lease_s), token, self._max_jobs, int(self._page),
+        ]
         reply = await self._claim(keys=self._keys(group), args=args)
         if not reply:
             return None
@@ -306,7 +318,8 @@ def build_notification(sink: str, group: str, token: str, reply: list[Any]) -> N
     queues = sorted(queue_counts, key=lambda q: (-queue_counts[q], q))
     jobs = [GroupJob.model_validate_json(_text(j)) for j in reply[9] if j]
     kind = notification_kind(sequence, count, notified)
-    new_count = count - notified if kind != "repeat" else 0
+    covered = int(reply[10])
+    new_count = covered - notified if kind != "repeat" else 0
     first_seen = float(_text(reply[3]))
     return Notification(
         sink=sink,
@@ -324,6 +337,7 @@ def build_notification(sink: str, group: str, token: str, reply: list[Any]) -> N
         severity=_BY_RANK[int(reply[6])],
         first=Alert.model_validate_json(_text(reply[7])),
         jobs=jobs,
+        pending=count - covered,
         opened_at=first_seen,
         claim=token,
     )

@@ -72,7 +72,8 @@ def render_group_body(n: Notification) -> dict[str, Any]:
     """`dlq.alert_group`: the group, its first job's summary, and the jobs new since the last event.
 
     Across a group's events each job is listed exactly once (a repeat lists
-    none). A group of one is exactly the job's own `dlq.alert` body.
+    none); beyond 500 new jobs the rest follow at once in the next events
+    (`pending` says how many). A group of one is exactly the job's own `dlq.alert` body.
     """
     if n.is_single:
         return render_body(n.first)
@@ -88,6 +89,7 @@ def render_group_body(n: Notification) -> dict[str, Any]:
         "severity": n.severity.value,
         "count": n.count,
         "new_count": n.new_count,
+        "pending": n.pending,
         "first_seen": digest.iso(n.first_seen),
         "last_seen": digest.iso(n.last_seen),
         "previous_at": digest.iso(n.previous_at),
