@@ -314,3 +314,46 @@ async def test_a_renewed_lease_keeps_a_slow_delivery_its_own(aredis: aioredis.Re
     [taken] = await b.claim_due()  # renewals stopped (killed): the lease ends, b takes over
     assert not await a.renew(n) and not await a.notified(n, delivered=True)
     assert await b.notified(taken, delivered=True)
+
+
+CLAIMANT = """
+import asyncio, os, signal, sys
+import redis.asyncio as aioredis
+from bridge.delivery.grouping import Grouper
+from bridge.settings import SlackSinkSettings
+
+async def main() -> None:
+    client = aioredis.Redis.from_url(sys.argv[1])
+    settings = SlackSinkSettings(name="team-slack", type="slack", url="http://127.0.0.1:9/x")
+    claimed = await Grouper(client, settings, lease_s=float(sys.argv[2])).claim_due()
+    print(len(claimed), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # holding the group, never calls notified
+
+asyncio.run(main())
+"""
+
+
+async def test_a_replica_killed_9_holding_a_group_leaves_it_to_another(
+    aredis: aioredis.Redis, redis_url: str
+) -> None:
+    import asyncio
+    import sys
+    import time
+
+    grouper = Grouper(aredis, slack(group_wait_s=0), lease_s=5.0)
+    await grouper.add(job(0))
+    await grouper.add(job(1))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CLAIMANT, redis_url, "5.0", stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await proc.communicate()
+    assert proc.returncode == -9 and out.strip() == b"1"
+    assert await grouper.claim_due() == []  # the dead replica's lease still holds
+    deadline = time.monotonic() + 30
+    claimed: list[Notification] = []
+    while not claimed and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        claimed = await grouper.claim_due()
+    [n] = claimed
+    assert (n.kind, n.sequence, n.count) == ("digest", 1, 2)
+    assert await grouper.notified(n, delivered=True)
