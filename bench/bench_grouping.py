@@ -16,6 +16,7 @@ import time
 import redis.asyncio as aioredis
 
 from bench.common import bench_redis_url
+from bridge import keys
 from bridge.delivery.grouping import Grouper
 from bridge.settings import SlackSinkSettings, WebhookSinkSettings
 from tests.support.receiver import make_alert
@@ -51,7 +52,7 @@ async def main_async(url: str, jobs: int) -> None:
     start = time.perf_counter()
     [page] = await hook.claim_due()
     claim_page = time.perf_counter() - start
-    used = await client.memory_usage(f"dlq_bridge:group:{{big}}:{n.group_key}:job") or 0
+    used = await client.memory_usage(keys.group_job_details("big", n.group_key)) or 0
     await client.flushdb()
     await client.aclose()
     print(f"grouping: {jobs} jobs of 2 causes into one sink's groups")

@@ -106,21 +106,30 @@ def groups_due(sink: str) -> str:
     return f"{PREFIX}:groups:{{{sink}}}:due"
 
 
-def group(sink: str, group_key: str) -> str:
-    """HASH: the group's counters, timers, lease and first alert."""
-    return f"{PREFIX}:group:{{{sink}}}:{group_key}"
+def _group_part(part: str, sink: str, group_key: str, previous: bool) -> str:
+    # The group key (which may hold any queue name) is always the tail, after a
+    # fixed part name, so no group's key can equal another group's.
+    return f"{PREFIX}:group:{{{sink}}}:{'prev-' if previous else ''}{part}:{group_key}"
 
 
-def group_jobs(sink: str, group_key: str) -> str:
+def group(sink: str, group_key: str, previous: bool = False) -> str:
+    """HASH: the group's counters, timers, lease and first alert.
+
+    `previous=True`: the same cause's last closed group, kept when a new one opens.
+    """
+    return _group_part("state", sink, group_key, previous)
+
+
+def group_jobs(sink: str, group_key: str, previous: bool = False) -> str:
     """ZSET member idempotency key → arrival number (1, 2, …): membership and order."""
-    return f"{group(sink, group_key)}:jobs"
+    return _group_part("jobs", sink, group_key, previous)
 
 
-def group_job_details(sink: str, group_key: str) -> str:
+def group_job_details(sink: str, group_key: str, previous: bool = False) -> str:
     """HASH member idempotency key → compact JSON of that job (for digests and webhooks)."""
-    return f"{group(sink, group_key)}:job"
+    return _group_part("job", sink, group_key, previous)
 
 
-def group_queues(sink: str, group_key: str) -> str:
+def group_queues(sink: str, group_key: str, previous: bool = False) -> str:
     """HASH queue → number of the group's jobs from that queue."""
-    return f"{group(sink, group_key)}:queues"
+    return _group_part("queues", sink, group_key, previous)

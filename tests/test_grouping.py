@@ -142,6 +142,8 @@ async def test_repeat_after_repeat_interval_then_the_group_closes(aredis: aiored
     [again] = await grouper.claim_due()
     assert (again.kind, again.sequence, again.count) == ("single", 1, 1)
     assert again.first.dead_letter.job_id == "job-99"
+    assert await grouper.members(again.group_key) == ["orders:job-99"]
+    assert await grouper.members(again.group_key, previous=True) == ["orders:job-0", "orders:job-1"]
 
 
 async def test_a_quiet_group_that_grows_later_is_due_at_once(aredis: aioredis.Redis) -> None:
@@ -357,3 +359,17 @@ async def test_a_replica_killed_9_holding_a_group_leaves_it_to_another(
     [n] = claimed
     assert (n.kind, n.sequence, n.count) == ("digest", 1, 2)
     assert await grouper.notified(n, delivered=True)
+
+
+async def test_a_queue_named_like_a_key_suffix_is_its_own_group(aredis: aioredis.Redis) -> None:
+    clock = Clock()
+    grouper = Grouper(aredis, slack(group_by="queue"), clock)
+    for queue in ("orders", "orders:jobs", "orders:job", "orders:queues", "orders:state"):
+        await grouper.add(job(1, queue=queue))
+        await grouper.add(job(2, queue=queue))
+    clock.advance(10)
+    claimed = await grouper.claim_due()
+    assert sorted(n.queues[0] for n in claimed) == [
+        "orders", "orders:job", "orders:jobs", "orders:queues", "orders:state"
+    ]
+    assert all(n.count == 2 for n in claimed)

@@ -22,15 +22,18 @@ sink; names in `bridge.keys`):
 
     dlq_bridge:groups:{S}:due          ZSET group key → when it is next due;
                                         while claimed: when the lease ends
-    dlq_bridge:group:{S}:<G>           HASH count, notified (jobs covered by the
+    dlq_bridge:group:{S}:state:<G>     HASH count, notified (jobs covered by the
                                         notifications sent), sequence (sent),
                                         first_seen, last_seen, previous_at,
                                         severity (rank), first (the first Alert,
                                         JSON), lease (token), claim_count and
                                         paged (of the claim in flight), closed_at
-    dlq_bridge:group:{S}:<G>:jobs      ZSET idempotency key → arrival number
-    dlq_bridge:group:{S}:<G>:job       HASH idempotency key → GroupJob JSON
-    dlq_bridge:group:{S}:<G>:queues    HASH queue → jobs from it
+    dlq_bridge:group:{S}:jobs:<G>      ZSET idempotency key → arrival number
+    dlq_bridge:group:{S}:job:<G>       HASH idempotency key → GroupJob JSON
+    dlq_bridge:group:{S}:queues:<G>    HASH queue → jobs from it
+    dlq_bridge:group:{S}:prev-…:<G>    the same four for the cause's last closed
+                                        group (renamed when a new one opens; they
+                                        expire 7 days after closing)
 
 Claiming is one Lua script per group: it checks the group is still due,
 moves its due score to `now + lease_s` and records a lease token. A second
@@ -61,14 +64,20 @@ JOBS_PER_EVENT = 500
 CLOSED_TTL_S = 7 * 24 * 3600
 _BY_RANK = {s.rank: s for s in Severity}
 
-# KEYS: due, group, jobs, job details, queues
+# KEYS: due, group, jobs, job details, queues, then the same four of the previous group
 # ARGV: group key, member, job JSON, queue, now, severity rank, first alert JSON,
 #       group_wait, group_interval
 _ADD = """
 local due, h, jobs, details, queues = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local g, member, now = ARGV[1], ARGV[2], tonumber(ARGV[5])
 if redis.call('HEXISTS', h, 'closed_at') == 1 then
-  redis.call('DEL', h, jobs, details, queues)
+  for i = 2, 5 do
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      redis.call('RENAME', KEYS[i], KEYS[i + 4])
+    else
+      redis.call('DEL', KEYS[i + 4])
+    end
+  end
 end
 if redis.call('ZSCORE', jobs, member) then return 0 end
 local count = redis.call('HINCRBY', h, 'count', 1)
@@ -215,13 +224,13 @@ class Grouper:
     def key_for(self, alert: Alert) -> str:
         return group_key(alert, self.settings.group_by)
 
-    def _keys(self, group: str) -> list[str]:
+    def _keys(self, group: str, previous: bool = False) -> list[str]:
         return [
             keys.groups_due(self.sink),
-            keys.group(self.sink, group),
-            keys.group_jobs(self.sink, group),
-            keys.group_job_details(self.sink, group),
-            keys.group_queues(self.sink, group),
+            keys.group(self.sink, group, previous),
+            keys.group_jobs(self.sink, group, previous),
+            keys.group_job_details(self.sink, group, previous),
+            keys.group_queues(self.sink, group, previous),
         ]
 
     async def add(self, alert: Alert) -> bool:
@@ -233,7 +242,8 @@ class Grouper:
             group, alert.idempotency_key, job, alert.dead_letter.queue, repr(now),
             alert.severity.rank, alert.model_dump_json(), s.group_wait_s, s.group_interval_s,
         ]
-        added = bool(await self._add(keys=self._keys(group), args=args))
+        both = self._keys(group) + self._keys(group, previous=True)[1:]
+        added = bool(await self._add(keys=both, args=args))
         if added and self._metrics is not None:
             await self._update_gauge()
         return added
@@ -295,9 +305,14 @@ class Grouper:
         """Groups not yet closed (each has a timer in the due index)."""
         return int(await self._client.zcard(keys.groups_due(self.sink)))
 
-    async def members(self, group: str, start: int = 0, stop: int = -1) -> list[str]:
-        """The idempotency keys of a group's jobs in arrival order (for peek/undeliverable)."""
-        raw = await self._client.zrange(keys.group_jobs(self.sink, group), start, stop)
+    async def members(
+        self, group: str, start: int = 0, stop: int = -1, previous: bool = False
+    ) -> list[str]:
+        """The idempotency keys of a group's jobs in arrival order (for peek/undeliverable).
+
+        `previous=True`: the members of the same cause's last closed group.
+        """
+        raw = await self._client.zrange(keys.group_jobs(self.sink, group, previous), start, stop)
         return [m.decode() if isinstance(m, bytes) else str(m) for m in raw]
 
     async def _update_gauge(self) -> None:
