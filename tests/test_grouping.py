@@ -40,7 +40,7 @@ def job(n: int, *, fp: str = "cause-a", queue: str = "orders", severity: Severit
 async def deliver_all(grouper: Grouper, limit: int = 10) -> list[Notification]:
     claimed = await grouper.claim_due(limit)
     for n in claimed:
-        assert await grouper.notified(n, delivered=True)
+        assert await grouper.record(n, delivered=True)
     return claimed
 
 
@@ -74,8 +74,8 @@ async def test_a_group_of_one_is_a_single_keyed_by_the_job(aredis: aioredis.Redi
 async def test_add_is_idempotent_per_job(aredis: aioredis.Redis) -> None:
     clock = Clock()
     grouper = Grouper(aredis, slack(), clock)
-    assert await grouper.add(job(1))
-    assert not await grouper.add(job(1))  # a replayed sink-queue item
+    assert await grouper.admit(job(1))
+    assert not await grouper.admit(job(1))  # a replayed sink-queue item
     clock.advance(10)
     [n] = await grouper.claim_due()
     assert n.count == 1 and n.kind == "single"
@@ -165,7 +165,7 @@ async def test_jobs_added_while_a_notification_is_sent_come_next(aredis: aioredi
     clock.advance(10)
     [n] = await grouper.claim_due()
     await grouper.add(job(1))  # arrives while #1 is in flight
-    assert await grouper.notified(n, delivered=True)
+    assert await grouper.record(n, delivered=True)
     clock.advance(59)
     assert await grouper.claim_due() == []
     clock.advance(1)
@@ -180,7 +180,7 @@ async def test_undeliverable_is_not_marked_sent_and_is_tried_again(aredis: aiore
     await grouper.add(job(1))
     clock.advance(10)
     [n] = await grouper.claim_due()
-    assert await grouper.notified(n, delivered=False)
+    assert await grouper.record(n, delivered=False)
     await grouper.add(job(2))
     clock.advance(60)
     [again] = await grouper.claim_due()
@@ -200,9 +200,9 @@ async def test_two_replicas_claiming_one_due_group_exactly_one_wins(aredis: aior
         assert len(got_a) + len(got_b) <= 2
         assert not {n.group_key for n in got_a} & {n.group_key for n in got_b}
         for n in got_a:
-            assert await a.notified(n, delivered=False)
+            assert await a.record(n, delivered=False)
         for n in got_b:
-            assert await b.notified(n, delivered=False)
+            assert await b.record(n, delivered=False)
         clock.advance(60)
 
 
@@ -239,8 +239,8 @@ async def test_a_claimant_killed_before_notified_leaves_nothing_stuck(aredis: ai
     [n] = await alive.claim_due()
     assert (n.kind, n.sequence, n.ledger_key) == ("digest", 1, lost.ledger_key)
     assert n.count == 3
-    assert await alive.notified(n, delivered=True)
-    assert not await dead.notified(lost, delivered=True)  # a stale claimant changes nothing
+    assert await alive.record(n, delivered=True)
+    assert not await dead.record(lost, delivered=True)  # a stale claimant changes nothing
     clock.advance(60)
     assert await alive.claim_due() == []
 
@@ -314,8 +314,8 @@ async def test_a_renewed_lease_keeps_a_slow_delivery_its_own(aredis: aioredis.Re
         assert await b.claim_due() == []
     clock.advance(30)
     [taken] = await b.claim_due()  # renewals stopped (killed): the lease ends, b takes over
-    assert not await a.renew(n) and not await a.notified(n, delivered=True)
-    assert await b.notified(taken, delivered=True)
+    assert not await a.renew(n) and not await a.record(n, delivered=True)
+    assert await b.record(taken, delivered=True)
 
 
 CLAIMANT = """
@@ -358,7 +358,7 @@ async def test_a_replica_killed_9_holding_a_group_leaves_it_to_another(
         claimed = await grouper.claim_due()
     [n] = claimed
     assert (n.kind, n.sequence, n.count) == ("digest", 1, 2)
-    assert await grouper.notified(n, delivered=True)
+    assert await grouper.record(n, delivered=True)
 
 
 async def test_a_queue_named_like_a_key_suffix_is_its_own_group(aredis: aioredis.Redis) -> None:

@@ -47,6 +47,7 @@ fake clock against real Redis.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Callable
@@ -58,6 +59,8 @@ from bridge import keys
 from bridge.metrics import Metrics
 from bridge.models import Alert, GroupJob, Notification, NotificationKind, Severity
 from bridge.settings import SinkSettings
+
+log = logging.getLogger(__name__)
 
 SAMPLES = 10
 JOBS_PER_EVENT = 500
@@ -233,8 +236,12 @@ class Grouper:
             keys.group_queues(self.sink, group, previous),
         ]
 
-    async def add(self, alert: Alert) -> bool:
-        """Put `alert` into its group; False when it was already a member (a replay)."""
+    async def add(self, alert: Alert) -> None:
+        """Put `alert` into its group (a replayed job is counted once)."""
+        await self.admit(alert)
+
+    async def admit(self, alert: Alert) -> bool:
+        """`add`, telling whether the job is new to its group (False: a replay)."""
         group, now = self.key_for(alert), self._clock()
         job = GroupJob.of(alert, now).model_dump_json()
         s = self.settings
@@ -274,7 +281,13 @@ class Grouper:
             return None
         return build_notification(self.sink, group, token, reply)
 
-    async def notified(self, notification: Notification, delivered: bool) -> bool:
+    async def notified(self, notification: Notification, delivered: bool) -> None:
+        """Record the outcome of a claimed notification (see `record`)."""
+        if not await self.record(notification, delivered):
+            log.info("sink %s: group %s #%d: lease lost, outcome left to its new claimant",
+                     self.sink, notification.group_key, notification.sequence)
+
+    async def record(self, notification: Notification, delivered: bool) -> bool:
         """Record the outcome of a claimed notification; False when the lease was lost.
 
         Delivered: the group's next timer starts (group_interval when it grew
