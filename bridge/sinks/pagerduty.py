@@ -112,7 +112,7 @@ def group_details(n: Notification) -> dict[str, Any]:
         "count": n.count,
         "new_count": n.new_count,
         "change": digest.change_line(n),
-        "queues": {q[:FIELD_CHARS]: n.queue_counts.get(q, 0) for q in n.queues[:50]},
+        "queues": {q[:200]: n.queue_counts.get(q, 0) for q in n.queues[:50]},
         "samples": [_cut(f"{j.queue}:{j.job_id}", 300) for j in n.jobs[:SAMPLES]],
         "fingerprint": n.first.dead_letter.fingerprint,
         "group_key": _cut(n.group_key, FIELD_CHARS),
