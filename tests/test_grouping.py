@@ -120,6 +120,7 @@ async def test_repeat_after_repeat_interval_then_the_group_closes(aredis: aiored
     metrics = Metrics()
     grouper = Grouper(aredis, slack(), clock, metrics=metrics)
     await grouper.add(job(0))
+    assert sample(metrics, "dlq_bridge_open_groups", sink="team-slack") == 1
     await grouper.add(job(1))
     clock.advance(10)
     await deliver_all(grouper)

@@ -92,7 +92,7 @@ if count == 1 then
   redis.call('HSET', h, 'first_seen', ARGV[5], 'last_seen', ARGV[5], 'notified', 0,
              'sequence', 0, 'severity', rank, 'first', ARGV[7])
   redis.call('ZADD', due, now + tonumber(ARGV[8]), g)
-  return 1
+  return 2
 end
 if now > tonumber(redis.call('HGET', h, 'last_seen')) then
   redis.call('HSET', h, 'last_seen', ARGV[5])
@@ -250,10 +250,10 @@ class Grouper:
             alert.severity.rank, alert.model_dump_json(), s.group_wait_s, s.group_interval_s,
         ]
         both = self._keys(group) + self._keys(group, previous=True)[1:]
-        added = bool(await self._add(keys=both, args=args))
-        if added and self._metrics is not None:
+        added = int(await self._add(keys=both, args=args))  # 2: it opened a new group
+        if added == 2 and self._metrics is not None:
             await self._update_gauge()
-        return added
+        return added > 0
 
     async def claim_due(self, limit: int = 10) -> list[Notification]:
         """Lease up to `limit` due groups for this replica and build their notifications."""
