@@ -166,3 +166,41 @@ def rq_results(job_id: str) -> str:
 
 
 RQ_QUEUES = "rq:queues"
+# Grouping (docs/design.md, section 5b): every key of one sink's groups carries
+# the `{<sink>}` hash tag, so a group's keys, the sink's due index and the
+# sink's delivery queue share one cluster slot. Sink names are `[A-Za-z0-9._-]+`,
+# so the first `{…}` in these keys is always the sink's.
+
+
+def groups_due(sink: str) -> str:
+    """ZSET group key → epoch seconds when the group is next due (or its lease ends)."""
+    return f"{PREFIX}:groups:{{{sink}}}:due"
+
+
+def _group_part(part: str, sink: str, group_key: str, previous: bool) -> str:
+    # The group key (which may hold any queue name) is always the tail, after a
+    # fixed part name, so no group's key can equal another group's.
+    return f"{PREFIX}:group:{{{sink}}}:{'prev-' if previous else ''}{part}:{group_key}"
+
+
+def group(sink: str, group_key: str, previous: bool = False) -> str:
+    """HASH: the group's counters, timers, lease and first alert.
+
+    `previous=True`: the same cause's last closed group, kept when a new one opens.
+    """
+    return _group_part("state", sink, group_key, previous)
+
+
+def group_jobs(sink: str, group_key: str, previous: bool = False) -> str:
+    """ZSET member idempotency key → arrival number (1, 2, …): membership and order."""
+    return _group_part("jobs", sink, group_key, previous)
+
+
+def group_job_details(sink: str, group_key: str, previous: bool = False) -> str:
+    """HASH member idempotency key → compact JSON of that job (for digests and webhooks)."""
+    return _group_part("job", sink, group_key, previous)
+
+
+def group_queues(sink: str, group_key: str, previous: bool = False) -> str:
+    """HASH queue → number of the group's jobs from that queue."""
+    return _group_part("queues", sink, group_key, previous)

@@ -91,6 +91,15 @@ class Metrics:
             "Entries returned to their DLQ from processing lists (own recovery or reaper)",
             registry=r,
         )
+        self.open_groups = Gauge(
+            "dlq_bridge_open_groups", "Alert groups not yet closed, per sink", ["sink"], registry=r
+        )
+        self.notifications = Counter(
+            "dlq_bridge_notifications_total",
+            "Group notifications delivered, by sink and kind (single, digest, repeat)",
+            ["sink", "kind"],
+            registry=r,
+        )
         self.loop_tick = Gauge("dlq_bridge_loop_tick_timestamp_seconds", "Last tick of the main loop", registry=r)
 
     def render(self) -> bytes:

@@ -257,10 +257,31 @@ class RunbookSettings(_Section):
     )
 
 
+GroupBy = Literal["fingerprint", "queue", "none"]
+
+
 class _SinkBase(_Section):
     name: str = Field(pattern=NAME_RE, description="Unique sink name (metrics labels, ledger keys).")
     min_severity: Severity = Field(default=Severity.INFO, description="Lowest severity this sink receives.")
     queues: list[str] = Field(default_factory=list, description="Queue globs this sink receives (empty: all).")
+    group_by: GroupBy = Field(
+        default="none",
+        description=(
+            "How alerts are grouped into one notification: `fingerprint` (one per cause), "
+            "`queue`, or `none` (one notification per job)"
+        ),
+    )
+    group_wait_s: float = Field(
+        default=10.0, ge=0, description="Wait after a group's first job before its first notification"
+    )
+    group_interval_s: float = Field(
+        default=60.0, gt=0, description="Least time between two notifications of a growing group"
+    )
+    repeat_interval_s: float = Field(
+        default=14400.0,
+        gt=0,
+        description="A group with no new jobs this long after its last notification is re-sent once, then closed",
+    )
 
     def _owner(self) -> str:
         return f"sink {self.name}: "
@@ -285,6 +306,9 @@ class SlackSinkSettings(_SinkBase):
     url_env: str | None = secret_env("the URL")
     url_file: Path | None = secret_file("the URL")
     messages_per_second: float = Field(default=1.0, gt=0, description="Pacing per Slack webhook.")
+    group_by: GroupBy = Field(
+        default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
+    )
 
     @model_validator(mode="after")
     def _url_shape(self) -> SlackSinkSettings:
@@ -306,6 +330,9 @@ class PagerDutySinkSettings(_SinkBase):
     )
     events_per_minute: float = Field(default=120.0, gt=0, description="Pacing per routing key.")
     source: str | None = Field(default=None, description="PagerDuty `payload.source` (default: the consumer id).")
+    group_by: GroupBy = Field(
+        default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
+    )
 
     @field_validator("events_url")
     @classmethod
