@@ -128,6 +128,11 @@ class SourcesSettings(_Section):
     heartbeat_ttl_s: int = Field(default=30, ge=2)
     reap_interval_s: float = Field(default=15.0, gt=0)
     excerpt_max_bytes: int = Field(default=2048, ge=64)
+    max_parse_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="Entries larger than this are not parsed: an excerpt and an *oversized dead letter* alert.",
+    )
 
     @model_validator(mode="after")
     def _heartbeat_outlives_interval(self) -> SourcesSettings:
