@@ -127,7 +127,7 @@ class OpenClawSummarizer:
             raise
         except Exception as exc:  # a transport may raise its own errors
             raise SummaryError("error", f"gateway call failed ({type(exc).__name__})") from None
-        return parse_reply(content_of(response), self._runbook_ids, messages[1]["content"])
+        return parse_reply(content_of(response), self._runbook_ids)
 
     def _failed(self, exc: SummaryError) -> None:
         self.breaker.record_failure()
