@@ -16,6 +16,7 @@ from pathlib import Path
 from bridge.commands import check, peek, redrive, send_test, summarize, undeliverable
 from bridge.errors import ConfigError
 from bridge.settings import Settings, load_settings
+from bridge.untrusted import SafeFormatter
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
@@ -92,11 +93,9 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
 
 
 def setup_logging(verbose: bool, level: str = "info") -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)  # SafeFormatter: untrusted text cannot forge log lines
+    handler.setFormatter(SafeFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else getattr(logging, level.upper()), handlers=[handler])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 
 from bridge.keys import queue_of
 from bridge.models import DeadLetter
-from bridge.untrusted import short_digest, strip_invisible
+from bridge.untrusted import escape_controls, short_digest, strip_invisible
 
 DEFAULT_MAX_PARSE_BYTES = 1024 * 1024
 MAX_ERROR_CHARS = 8192
@@ -56,10 +56,11 @@ def clean_text(text: str, limit: int) -> str:
 
 
 def clean_id(text: str, limit: int = MAX_FIELD_CHARS) -> str:
-    """Like `clean_text`, but a cut id keeps a digest of the whole, so cut ids never collide."""
+    """Like `clean_text`, but a cut id keeps a digest of the whole (cut ids never collide), and
+    tab, CR and LF are shown escaped (an id cannot forge a log line)."""
     if len(text) > limit:
-        return clean_text(f"{text[:limit]}…[truncated, sha256:{short_digest(text, 16)}]", limit + 64)
-    return clean_text(text, limit)
+        text = f"{text[:limit]}…[truncated, sha256:{short_digest(text, 16)}]"
+    return escape_controls(clean_text(text, limit + 64))
 
 
 def route_queue(source_key: str) -> str:

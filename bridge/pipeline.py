@@ -27,6 +27,7 @@ from bridge.models import Alert, DeadLetter
 from bridge.settings import SourcesSettings
 from bridge.sources.base import Claimed, Source
 from bridge.summarize.base import Summarizer
+from bridge.untrusted import escape_controls
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +246,7 @@ class Pipeline:
     async def _rescan(self) -> None:
         await self._source.rescan()
         for source, depth in (await self._source.depths()).items():
-            self._metrics.dlq_depth.labels(source).set(depth)
+            self._metrics.dlq_depth.labels(escape_controls(source)).set(depth)
         self._metrics.processing_depth.set(len(self._in_flight))
         # Read from Redis (it sets the gauge): other processes add and retry records too.
         await self._undeliverable.depth()
