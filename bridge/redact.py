@@ -106,7 +106,7 @@ def _rule(pattern: Any, replace: Callable[[Any], str]) -> Rule:
 _COMMON_RULES: tuple[Rule, ...] = (
     _rule(sp.PRIVATE_KEY_BLOCK, lambda _m: REDACTED),
     _rule(sp.URL_USERINFO, lambda m: f"{m.group(1)}{REDACTED}@"),
-    _rule(sp.AUTH_SCHEME, lambda m: f"{m.group(1)} {REDACTED}"),
+    _rule(sp.AUTH_SCHEME, lambda m: f"{m.group(1)}{m.group(2) or m.group(3)}{REDACTED}"),
     _rule(sp.KEY_VALUE, _key_value),
     _rule(sp.XML_ELEMENT, lambda m: f"{m.group(1)}{REDACTED}"),
     _rule(sp.TOKEN_SHAPES, lambda _m: REDACTED),

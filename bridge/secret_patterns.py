@@ -85,7 +85,7 @@ PRIVATE_KEY_BLOCK = compile_re2(
 # scheme://user:pass@host; the password may hold `/` and `@` (the last `@` wins).
 URL_USERINFO = compile_re2(r"""(?i)\b([a-z][a-z0-9+.-]*://)[^\s:/?#@'"<>]*:[^\s'"<>]*@""")
 AUTH_SCHEME = compile_re2(
-    r"(?i)\b(bearer|basic|token)(?:\s+[A-Za-z0-9._~+/=-]{8,}|\s*[:=]\s*[A-Za-z0-9._~+/=-]+)"
+    r"(?i)\b(bearer|basic|token)(?:(\s+)[A-Za-z0-9._~+/=-]{8,}|(\s*[:=]\s*)[A-Za-z0-9._~+/=-]+)"
 )
 # Token shapes with a recognisable prefix, one alternation, one scan.
 TOKEN_SHAPES = compile_re2(
