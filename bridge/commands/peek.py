@@ -2,7 +2,7 @@
 
 Only SCAN (with TYPE list, never KEYS), LLEN and LRANGE are used, so peeking
 at a busy production Redis is safe. Entries are shown through
-`bridge.intake.normalize`, so secrets in them are redacted.
+`bridge.envelope.normalize`, so secrets in them are redacted.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from bridge.commands.common import (
     resolve_source,
     terminal_width,
 )
-from bridge.intake import normalize
+from bridge.envelope import normalize
 from bridge.models import DeadLetter
 from bridge.settings import Settings
 

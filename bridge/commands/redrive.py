@@ -29,7 +29,7 @@ from bridge.commands.common import (
     plural,
     resolve_source,
 )
-from bridge.intake import normalize
+from bridge.envelope import normalize
 from bridge.settings import Settings
 
 # KEYS[1] source list, KEYS[2] work queue; ARGV[1] the exact entry, ARGV[2] the bytes to push.
