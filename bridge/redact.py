@@ -12,8 +12,10 @@ shared placeholder: a secret-looking id keeps a digest of the original,
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from bridge import secret_patterns as sp
@@ -26,8 +28,6 @@ MAX_MATCHES = 64
 MAX_DEPTH = 64
 MAX_KEY_CHARS = 128
 TOO_DEEP = "[TRUNCATED: nested too deeply]"
-
-Rule = Callable[[str], str]
 
 
 def is_sensitive_key(name: str) -> bool:
@@ -61,7 +61,7 @@ def key_words(name: str) -> list[str]:
     return words
 
 
-def _bounded_sub(pattern: Any, text: str, replace: Callable[[Any], str]) -> str:
+def bounded_sub(pattern: Any, text: str, replace: Callable[[Any], str]) -> str:
     """`pattern.sub` with at most MAX_MATCHES replacements; past that the rest is cut."""
     pieces: list[str] = []
     end = 0
@@ -93,41 +93,95 @@ def _card(match: Any) -> str:
     return REDACTED if looks_like_card else found
 
 
-def _key_value(match: Any) -> str:
-    value: str = match.group(2)
-    whole: str = match.group(0)
-    return whole if value.startswith("[REDACTED") else f"{match.group(1)}{REDACTED}"
+def redact_key_values(text: str) -> str:
+    """`password=x`, `'token': 'x'`, `:pwd => "x"`: each value, up to the next key at most.
+
+    Keys are found first; a value never runs into the next key, so
+    `sig= 'token': 'x'` cannot hide `x` inside the value of `sig`.
+    """
+    found = list(itertools.islice(sp.KEY_SEPARATOR.finditer(text), MAX_MATCHES + 1))
+    pieces: list[str] = []
+    end = 0
+    for index, key in enumerate(found[:MAX_MATCHES]):
+        limit = found[index + 1].start() if index + 1 < len(found) else len(text)
+        value = sp.VALUE.match(text, key.end(), limit)
+        if value is None or value.group(0).startswith("[REDACTED"):
+            continue
+        pieces.append(text[end : key.end()])
+        pieces.append(REDACTED)
+        end = value.end()
+    if len(found) > MAX_MATCHES:
+        pieces.append(text[end : found[MAX_MATCHES].start()])
+        pieces.append(CUT_MARK)
+        return "".join(pieces)
+    pieces.append(text[end:])
+    return "".join(pieces)
 
 
-def _rule(pattern: Any, replace: Callable[[Any], str]) -> Rule:
-    return lambda text: _bounded_sub(pattern, text, replace)
+Needles = Callable[[str], bool]  # may the rule match? (on the case-folded text)
 
 
-_COMMON_RULES: tuple[Rule, ...] = (
-    _rule(sp.PRIVATE_KEY_BLOCK, lambda _m: REDACTED),
-    _rule(sp.URL_USERINFO, lambda m: f"{m.group(1)}{REDACTED}@"),
-    _rule(sp.AUTH_SCHEME, lambda m: f"{m.group(1)}{m.group(2) or m.group(3)}{REDACTED}"),
-    _rule(sp.KEY_VALUE, _key_value),
-    _rule(sp.XML_ELEMENT, lambda m: f"{m.group(1)}{REDACTED}"),
-    _rule(sp.TOKEN_SHAPES, lambda _m: REDACTED),
+def _any(*needles: str) -> Needles:
+    return lambda folded: any(needle in folded for needle in needles)
+
+
+def _all(*checks: Needles) -> Needles:
+    return lambda folded: all(check(folded) for check in checks)
+
+
+def _digits_at_least(count: int) -> Needles:
+    return lambda folded: sum(folded.count(digit) for digit in "0123456789") >= count
+
+
+@dataclass(frozen=True)
+class _Rule:
+    pattern: Any
+    replace: Callable[[Any], str]
+    may_match: Needles
+
+    def __call__(self, text: str, folded: str) -> str:
+        return bounded_sub(self.pattern, text, self.replace) if self.may_match(folded) else text
+
+
+@dataclass(frozen=True)
+class _KeyValueRule:
+    may_match: Needles
+
+    def __call__(self, text: str, folded: str) -> str:
+        return redact_key_values(text) if self.may_match(folded) else text
+
+
+_KEY = _any(*sp.KEY_NEEDLES)
+_COMMON_RULES: tuple[_Rule | _KeyValueRule, ...] = (
+    _Rule(sp.PRIVATE_KEY_BLOCK, lambda _m: REDACTED, _any("private key")),
+    _Rule(sp.URL_USERINFO, lambda m: f"{m.group(1)}{REDACTED}@", _all(_any("://"), _any("@"))),
+    _Rule(sp.AUTH_SCHEME, lambda m: f"{m.group(1)}{m.group(2) or m.group(3)}{REDACTED}",
+          _any("bearer", "basic", "token")),
+    _KeyValueRule(_all(_any("=", ":"), _KEY)),
+    _Rule(sp.XML_ELEMENT, lambda m: f"{m.group(1)}{REDACTED}", _all(_any("<"), _KEY)),
+    _Rule(sp.TOKEN_SHAPES, lambda _m: REDACTED, _any(*sp.TOKEN_NEEDLES)),
 )
-_TEXT_RULES: tuple[Rule, ...] = (*_COMMON_RULES, _rule(sp.CARD_NUMBER, _card))
+_TEXT_RULES: tuple[_Rule | _KeyValueRule, ...] = (*_COMMON_RULES, _Rule(sp.CARD_NUMBER, _card, _digits_at_least(13)))
+
+
+def _apply(rules: tuple[_Rule | _KeyValueRule, ...], text: str) -> str:
+    folded = text.casefold()  # like RE2's (?i): `ſ` is an `s`, `K` (Kelvin sign) a `k`
+    for rule in rules:
+        changed = rule(text, folded)
+        if changed is not text:
+            text, folded = changed, changed.casefold()
+    return text
 
 
 def redact_text(text: str) -> str:
     """Token-shaped strings, `key=value` secrets and card numbers in free text become [REDACTED]."""
-    text = strip_invisible(text)
-    for rule in _TEXT_RULES:
-        text = rule(text)
-    return text
+    return _apply(_TEXT_RULES, strip_invisible(text))
 
 
 def redact_id(text: str) -> str:
     """Redact an id without merging ids: `[REDACTED:<8 hex of the original>]`; digit runs stay."""
     text = strip_invisible(text)
-    out = text
-    for rule in _COMMON_RULES:
-        out = rule(out)
+    out = _apply(_COMMON_RULES, text)
     if out == text:
         return text
     tag = f"[REDACTED:{short_digest(text)}]"
@@ -167,7 +221,7 @@ def redact_excerpt(text: str, limit: int) -> str:
     return redacted
 
 
-def _optional(rule: Rule, text: str | None) -> str | None:
+def _optional(rule: Callable[[str], str], text: str | None) -> str | None:
     return None if text is None else rule(text)
 
 

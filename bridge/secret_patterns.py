@@ -74,7 +74,9 @@ _VALUE = (
     r"""|\{[^{}]*(?:\}|$)"""
     r"""|[^\s,;&"'<>(){}\[\]]+)"""
 )
-KEY_VALUE = compile_re2(rf"(?i)(\b{KEY_NAME}{_SEPARATOR})({_VALUE})")
+# A key and its separator; the value is matched from there, up to the next key at most.
+KEY_SEPARATOR = compile_re2(rf"(?i)\b{KEY_NAME}{_SEPARATOR}")
+VALUE = compile_re2(_VALUE)
 # <password>x</password>, <db_pass attr="1">x</db_pass>
 XML_ELEMENT = compile_re2(rf"(?i)(<{KEY_NAME}(?:\s[^<>]*)?>)[^<]*")
 
@@ -110,6 +112,18 @@ TOKEN_SHAPES = compile_re2(
             r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",  # JWT (signed or not)
         )
     )
+)
+# Needles: a pattern can only match text (case-folded) holding one of its needles.
+# Checking them is a few C-speed substring scans, far cheaper than an RE2 call
+# on the many short strings of a payload (docs/design.md, section 3).
+KEY_NEEDLES = (
+    "pass", "pw", "secret", "token", "auth", "key", "cookie", "card", "cvv", "cvc", "session", "sig",
+    "credential", "sas", "pin", "otp", "private", "connection",
+)
+TOKEN_NEEDLES = (
+    "akia", "asia", "abia", "acca", "a3t", "xox", "hooks.slack", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
+    "github_pat_", "glpat-", "_live_", "_test_", "sk-", "aiza", "ya29.", "whsec_", "sg.", "npm_", "pypi-",
+    "shp", "dop_v1_", "eyj",
 )
 # 13-19 digits, maybe grouped by spaces or dashes; a Luhn check decides.
 CARD_NUMBER = compile_re2(r"\b\d(?:[ -]?\d){12,18}\b")

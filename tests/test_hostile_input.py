@@ -115,6 +115,9 @@ def test_real_secret_formats_are_redacted_in_free_text(name: str, spelling: str)
         ("pass\u200bword=hunter2xyz", "hunter2xyz"),  # zero-width inside the key
         ("token=hunter2\u00adxyz", "hunter2xyz"),  # soft hyphen inside the value
         ("AKIA\u200bIOSFODNN7EXAMPLE", "IOSFODNN7EXAMPLE"),
+        ("sig= 'token': 'hunter2xyz'", "hunter2xyz"),  # a key inside the previous value (found by hypothesis)
+        ("password=\"a token: hunter2xyz\"", "hunter2xyz"),
+        ("paſsword=hunter2xyz", "hunter2xyz"),  # long s: RE2's (?i) folds it, so must the needles
         ("card 4111 1111 1111 1111 declined", "4111 1111 1111 1111"),
         ("card 5500-0000-0000-0004", "5500-0000-0000-0004"),
     ],
