@@ -10,6 +10,7 @@ anything else looks at it.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from datetime import UTC, datetime
@@ -104,7 +105,7 @@ def _decode(raw: bytes, max_parse_bytes: int) -> tuple[dict[str, Any] | None, st
     except UnicodeDecodeError as exc:
         return None, f"not UTF-8 (invalid byte at offset {exc.start})"
     try:
-        obj = json.loads(text)
+        obj = _loads_without_gc(text)
     except RecursionError:
         return None, "JSON nested too deeply"
     except json.JSONDecodeError as exc:
@@ -114,6 +115,18 @@ def _decode(raw: bytes, max_parse_bytes: int) -> tuple[dict[str, Any] | None, st
     if not isinstance(obj, dict):
         return None, f"JSON {_JSON_TYPES.get(type(obj), 'value')}, not an object"
     return obj, ""
+
+
+def _loads_without_gc(text: str) -> Any:
+    """`json.loads` with the cyclic GC paused: a 1 MB `[[],[],…]` makes 350,000 lists, and the
+    collections they trigger cost 6x the parse itself (JSON values hold no cycles)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return json.loads(text)
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def unparseable(raw: bytes, source_key: str, digest: str, why: str, excerpt_max: int) -> DeadLetter:
