@@ -46,22 +46,27 @@ def clean_text(text: str, limit: int) -> str:
     """Cut to `limit` with a marker, then drop control and invisible characters.
 
     Cutting comes first so a 20 MB string costs no more than a small one.
-    Lone surrogates are escaped so the envelope always serializes.
+    CRLF becomes LF and a lone CR shows as `\x0d` (it could overwrite a line on a
+    terminal); lone surrogates are escaped so the envelope always serializes.
     """
     if len(text) > limit:
         text = f"{text[:limit]}…[truncated {len(text) - limit} chars]"
     text = strip_invisible(text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\\x0d")
     if not text.isascii():
         text = text.encode("utf-8", errors="backslashreplace").decode("utf-8")
     return text
 
 
 def clean_id(text: str, limit: int = MAX_FIELD_CHARS) -> str:
-    """Like `clean_text`, but a cut id keeps a digest of the whole (cut ids never collide), and
-    tab, CR and LF are shown escaped (an id cannot forge a log line)."""
-    if len(text) > limit:
-        text = f"{text[:limit]}…[truncated, sha256:{short_digest(text, 16)}]"
-    return escape_controls(clean_text(text, limit + 64))
+    """An id, cut and stripped like `clean_text`, that never collides with another: when cutting
+    or stripping changed it, it carries a digest of the original. Tab, CR and LF are shown
+    escaped (an id cannot forge a log line)."""
+    cleaned = strip_invisible(text[:limit])
+    if len(text) > limit or len(cleaned) != len(text):
+        cleaned = f"{cleaned}…[sha256:{short_digest(text, 16)}]"
+    return clean_text(escape_controls(cleaned), limit + 64)
 
 
 def route_queue(source_key: str) -> str:

@@ -174,6 +174,12 @@ def test_cut_ids_keep_a_digest_and_stay_distinct() -> None:
     assert one.idempotency_key != two.idempotency_key
 
 
+def test_ids_differing_only_by_invisible_characters_stay_distinct() -> None:
+    plain = normalize(json.dumps({"job_id": "j1"}).encode(), "dead_letter:q")
+    hidden = normalize(json.dumps({"job_id": "j1\u200b"}).encode(), "dead_letter:q")
+    assert plain.job_id == "j1" and hidden.job_id.startswith("j1…[sha256:")
+
+
 def test_key_names_are_capped_and_redacted() -> None:
     raw = json.dumps({"job_id": "1", "params": {"k" * 10_000: 1, f"token={'s' * 20}": 2}}).encode()
     dl = normalize(raw, "dead_letter:" + "q" * 4000 + ":password=hunter2xyz")
@@ -203,6 +209,11 @@ def test_rq_func_name_and_description_name_the_job() -> None:
     assert normalize(rq, "dead_letter:q").job_name == "app.tasks.send_email"
     rq = json.dumps({"id": "r1", "description": "app.tasks.send_email(42, to='x@y')"}).encode()
     assert normalize(rq, "dead_letter:q").job_name == "app.tasks.send_email"
+
+
+def test_a_carriage_return_cannot_overwrite_a_line() -> None:
+    raw = json.dumps({"job_id": "1", "last_error": "line one\r\nreal error\rFAKE: all good"}).encode()
+    assert normalize(raw, "dead_letter:q").last_error == "line one\nreal error\\x0dFAKE: all good"
 
 
 def test_an_oversized_entry_is_not_parsed() -> None:

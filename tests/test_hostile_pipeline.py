@@ -125,6 +125,6 @@ async def test_crlf_in_a_job_id_cannot_forge_lines(
     async with serve(hook.app) as url:
         await drain(make_settings(sinks=[*hook_sink(url), {"name": "console", "type": "console"}]), out)
     (body,) = bodies(hook)
-    assert body["job_id"] == "j1\\x0d\\x0a2026-11-30 00:00:00 INFO bridge: all clear[2J"
+    assert body["job_id"].startswith("j1\\x0d\\x0a2026-11-30 00:00:00 INFO bridge: all clear[2J…[sha256:")
     assert "\r" not in out.getvalue() and "\x1b" not in out.getvalue()
     assert not any(line.startswith("2026-11-30") for line in out.getvalue().splitlines())
