@@ -19,6 +19,7 @@ from bridge.commands import check, peek, redrive, send_test, summarize, undelive
 from bridge.errors import ConfigError
 from bridge.exit_codes import EXIT_OK, EXIT_START, EXIT_USAGE, exit_codes_help
 from bridge.settings import Settings, load_settings, unknown_env_variables
+from bridge.untrusted import SafeFormatter
 
 log = logging.getLogger("bridge.cli")
 
@@ -96,11 +97,9 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
 
 
 def setup_logging(verbose: bool, level: str = "info") -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)  # SafeFormatter: untrusted text cannot forge log lines
+    handler.setFormatter(SafeFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else getattr(logging, level.upper()), handlers=[handler])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -91,8 +91,12 @@ def parse_processing(key: str) -> ProcessingKey | None:
 
 
 def queue_of(source_key: str) -> str:
-    """The queue name a DLQ key stands for: the key without `dead_letter:`."""
-    return source_key.removeprefix(DLQ_PREFIX)
+    """The route's queue of a DLQ key: the key without `dead_letter:`, and without the
+    braces of a whole-name hash tag (`dead_letter:{carts}` → `carts`; docs/design.md, section 2b)."""
+    queue = source_key.removeprefix(DLQ_PREFIX)
+    if len(queue) > 2 and queue[0] == "{" and queue[-1] == "}" and "}" not in queue[1:-1]:
+        return queue[1:-1]
+    return queue
 
 
 def parse_alerted(key: str) -> str | None:

@@ -43,7 +43,7 @@ class DeadLetter(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     source_key: str
-    queue: str
+    queue: str  # the route's queue: the source's own, never the payload's (docs/design.md, section 2b)
     job_id: str
     job_name: str | None = None
     attempts: int | None = None
@@ -54,6 +54,7 @@ class DeadLetter(BaseModel):
     raw_digest: str
     parse_error: str | None = None
     fingerprint: str = ""
+    reported_queue: str | None = None  # the `queue` the payload claims; shown, never routed on
 
     @property
     def idempotency_key(self) -> str:

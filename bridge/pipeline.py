@@ -19,13 +19,15 @@ from redis.exceptions import RedisError
 
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.undeliverable import UndeliverableStore
-from bridge.envelope import normalize, raw_digest
+from bridge.envelope import raw_digest
 from bridge.health import Health, Status
+from bridge.intake import prepare
 from bridge.metrics import Metrics
 from bridge.models import Alert, DeadLetter
 from bridge.settings import SourcesSettings
 from bridge.sources.base import Claimed, Source
 from bridge.summarize.base import Summarizer
+from bridge.untrusted import escape_controls
 
 log = logging.getLogger(__name__)
 
@@ -229,10 +231,9 @@ class Pipeline:
 
     async def _normalize(self, claimed: Claimed) -> DeadLetter:
         """Normalize; a large entry is parsed off the event loop so heartbeats keep ticking."""
-        excerpt_max = self._settings.excerpt_max_bytes
         if len(claimed.raw) > LARGE_ENTRY_BYTES:
-            return await asyncio.to_thread(normalize, claimed.raw, claimed.source_key, excerpt_max=excerpt_max)
-        return normalize(claimed.raw, claimed.source_key, excerpt_max=excerpt_max)
+            return await asyncio.to_thread(prepare, claimed.raw, claimed.source_key, self._settings)
+        return prepare(claimed.raw, claimed.source_key, self._settings)
 
     async def _alert_for(self, dead_letter: DeadLetter) -> Alert:
         summary = await self._summarizer.summarize(dead_letter)
@@ -254,7 +255,7 @@ class Pipeline:
     async def _rescan(self) -> None:
         await self._source.rescan()
         for source, depth in (await self._source.depths()).items():
-            self._metrics.dlq_depth.labels(source).set(depth)
+            self._metrics.dlq_depth.labels(escape_controls(source)).set(depth)
         self._metrics.processing_depth.set(len(self._in_flight))
         # Read from Redis (it sets the gauge): other processes add and retry records too.
         await self._undeliverable.depth()

@@ -165,6 +165,11 @@ class SourcesSettings(_Section):
         default=15.0, gt=0, description="How often processing lists of dead consumers are returned."
     )
     excerpt_max_bytes: int = Field(default=2048, ge=64, description="Largest payload excerpt kept in an envelope.")
+    max_parse_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="Entries larger than this are not parsed: an excerpt and an *oversized dead letter* alert.",
+    )
 
     @model_validator(mode="after")
     def _heartbeat_outlives_interval(self) -> SourcesSettings:

@@ -35,9 +35,9 @@ def test_file_without_openclaw_prints_fallback_and_console_card(
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["summary"]["source"] == "fallback" and doc["summary"]["fallback_reason"] == "disabled"
-    assert doc["summary"]["title"] == "orders: ship_order failed after 3 attempts"
+    assert doc["summary"]["title"] == "manual: ship_order failed after 3 attempts"
     assert [s["sink"] for s in doc["sinks"]] == ["console"]
-    assert "orders: ship_order failed after 3 attempts" in doc["sinks"][0]["body"]["card"]
+    assert "manual: ship_order failed after 3 attempts" in doc["sinks"][0]["body"]["card"]
     assert "hunter2" not in json.dumps(doc)
 
 

@@ -40,6 +40,7 @@ def render_body(alert: Alert) -> dict[str, Any]:
         "idempotency_key": alert.idempotency_key,
         "test": alert.is_test,
         "queue": dl.queue,
+        "reported_queue": dl.reported_queue,
         "job_id": dl.job_id,
         "job_name": dl.job_name,
         "attempts": dl.attempts,

@@ -160,7 +160,7 @@ class OpenClawSummarizer:
             raise
         except Exception as exc:  # a transport may raise its own errors
             raise SummaryError("error", f"gateway call failed ({type(exc).__name__})") from None
-        return parse_reply(content_of(response), self._runbook_ids, messages[1]["content"])
+        return parse_reply(content_of(response), self._runbook_ids)
 
     async def _failed(self, exc: SummaryError, admission: Admission) -> None:
         if exc.reason in QUALITY_REASONS:  # the gateway is up; only the reply was bad
