@@ -26,6 +26,7 @@ from bridge.metrics import Metrics
 from bridge.settings import OpenClawSettings
 
 CHAT_PATH = "/v1/chat/completions"
+MODELS_PATH = "/v1/models"
 AGENT_HEADER = "x-openclaw-agent-id"
 MAX_RETRY_AFTER_S = 300.0
 
@@ -56,6 +57,14 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
 
 
+def gateway_headers(settings: OpenClawSettings) -> dict[str, str]:
+    """The agent header, and the bearer token when one is configured."""
+    headers = {AGENT_HEADER: settings.agent, "Accept": "application/json"}
+    if settings.token is not None:
+        headers["Authorization"] = f"Bearer {settings.token.get_secret_value()}"
+    return headers
+
+
 class GatewayClient:
     """Sends chat completions with a timeout (the caller bounds concurrency)."""
 
@@ -68,10 +77,7 @@ class GatewayClient:
         self.url = settings.url + CHAT_PATH
 
     def headers(self) -> dict[str, str]:
-        headers = {AGENT_HEADER: self._settings.agent, "Accept": "application/json"}
-        if self._settings.token is not None:
-            headers["Authorization"] = f"Bearer {self._settings.token.get_secret_value()}"
-        return headers
+        return gateway_headers(self._settings)
 
     def body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
         body: dict[str, Any] = {
