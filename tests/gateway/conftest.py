@@ -7,8 +7,11 @@ installed, every test here skips with the reason.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -45,15 +48,21 @@ def fake_model(fake_model_server: tuple[FakeModel, str]) -> Iterator[FakeModel]:
 
 
 @pytest.fixture(scope="session")
-def real_gateway(
-    fake_model_server: tuple[FakeModel, str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Gateway]:
+def gateway_workdir() -> Iterator[Path]:
+    """A private folder for the gateways' state (not pytest's tmp: other sessions prune that)."""
+    path = Path(tempfile.mkdtemp(prefix="dlq-bridge-openclaw-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def real_gateway(fake_model_server: tuple[FakeModel, str], gateway_workdir: Path) -> Iterator[Gateway]:
     """The gateway with the shipped hardened config, warmed up by one chat completion."""
     model, url = fake_model_server
-    gateway = start_gateway(url, tmp_path_factory.mktemp("openclaw"), token=TOKEN)
+    gateway = start_gateway(url, gateway_workdir / "on", token=TOKEN)
     try:
         started = time.monotonic()
-        status = http_status(gateway, "POST", "/v1/chat/completions", chat_body("warm-up"))
+        status = http_status(gateway, "POST", "/v1/chat/completions", chat_body("warm-up"), timeout_s=300)
         assert status == 200, f"warm-up call answered {status}:\n{gateway.log[-3000:]}"
         print(f"\nreal gateway: first call {time.monotonic() - started:.1f}s")
         model.reset()
@@ -64,11 +73,10 @@ def real_gateway(
 
 @pytest.fixture(scope="session")
 def gateway_without_endpoint(
-    fake_model_server: tuple[FakeModel, str], tmp_path_factory: pytest.TempPathFactory
+    fake_model_server: tuple[FakeModel, str], gateway_workdir: Path
 ) -> Iterator[Gateway]:
     """The same config with `gateway.http.endpoints.chatCompletions.enabled: false`."""
-    gateway = start_gateway(fake_model_server[1], tmp_path_factory.mktemp("openclaw-off"),
-                            token=TOKEN, chat_endpoint=False)
+    gateway = start_gateway(fake_model_server[1], gateway_workdir / "off", token=TOKEN, chat_endpoint=False)
     try:
         yield gateway
     finally:
