@@ -143,12 +143,12 @@ class OpenClawSettings(_Section):
     token: SecretStr | None = None
     token_env: str | None = "OPENCLAW_GATEWAY_TOKEN"  # noqa: S105 - the variable name, not a secret
     token_file: Path | None = None
-    timeout_s: float = Field(default=20.0, gt=0)
-    max_concurrency: int = Field(default=8, ge=1, le=256)
+    timeout_s: float = Field(default=30.0, gt=0)  # first call after a gateway start: 8-30 s (docs/openclaw.md)
+    max_concurrency: int = Field(default=4, ge=1, le=256)  # the gateway serializes runs
     calls_per_minute: int = Field(default=60, ge=0)
     cache_ttl_s: int = Field(default=3600, ge=0)
-    breaker_failures: int = Field(default=5, ge=1)
-    breaker_cooldown_s: float = Field(default=30.0, gt=0)
+    breaker_failures: int = Field(default=3, ge=1)
+    breaker_cooldown_s: float = Field(default=60.0, gt=0)
     json_mode: bool = True
 
     @field_validator("url")
