@@ -121,7 +121,8 @@ def test_kubernetes_gateway_example_matches_the_bridge() -> None:
 
 def docs_bridge_toml() -> str:
     docs = (ROOT / "docs" / "openclaw.md").read_text()
-    return next(b for b in re.findall(r"```toml\n(.*?)```", docs, re.S) if b.startswith("[openclaw]"))
+    blocks: list[str] = re.findall(r"```toml\n(.*?)```", docs, re.S)
+    return next(b for b in blocks if b.startswith("[openclaw]"))
 
 
 def test_docs_token_rules_match_the_behaviour() -> None:

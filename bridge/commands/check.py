@@ -1,9 +1,10 @@
 """`dlq-bridge check`: configuration and connectivity, without sending anything.
 
 Reaches Redis (PING), the OpenClaw gateway (an authenticated GET /v1/models
-that must list the agent; a model call only with --probe) and each sink's host (a HEAD of the host root, never an alert). Targets
-are printed with secrets masked: a Slack webhook path, a routing key or a
-Redis password never appear.
+that must list the agent; a model call only with --probe) and each sink's
+host (a HEAD of the host root, never an alert). Targets are printed with
+secrets masked: a Slack webhook path, a routing key or a Redis password never
+appear.
 """
 
 from __future__ import annotations

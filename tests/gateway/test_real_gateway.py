@@ -71,7 +71,8 @@ async def test_pipeline_gets_openclaw_summaries_and_the_model_gets_no_tools(
     assert "orders: job pay-" in out.getvalue() and "(real gateway)" in out.getvalue()
     body = fake_model.bodies[0]
     assert body["stream"] is True  # the gateway always streams upstream
-    assert not body.get("tools"), f"tools offered to the model: {[t.get('function', {}).get('name') for t in body['tools']]}"
+    offered = [t.get("function", {}).get("name") for t in body.get("tools") or []]
+    assert offered == [], f"tools offered to the model: {offered}"
     assert "tool_choice" not in body or body["tool_choice"] in ("none", None)
 
 
