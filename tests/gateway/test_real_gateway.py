@@ -149,6 +149,7 @@ async def test_summarize_command_through_the_real_gateway_leaves_no_trace(
 
 
 async def check_row(config: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    args = args or ("--timeout", "30")  # generous: the machine may be busy
     done = await cli(config, "check", "--json", *args, env=clean_env(OPENCLAW_GATEWAY_TOKEN=TOKEN))
     rows = {r["component"]: r for r in json.loads(done.out)}
     assert TOKEN not in done.out + done.err
