@@ -83,8 +83,9 @@ async def open_runtime(
     *,
     transport: httpx.AsyncBaseTransport | None = None,
     stdout: TextIO | None = None,
+    cache_writes: bool = True,
 ) -> AsyncIterator[Runtime]:
-    """Build, yield and finally close every component."""
+    """Build, yield and finally close every component (`cache_writes=False`: a read-only summary cache)."""
     with contextlib.ExitStack() as stack:
         url = redis_url(settings, stack)
         runbooks = RunbookCatalog.load(settings.runbooks.dir)
@@ -92,7 +93,9 @@ async def open_runtime(
         http = build_http_client(settings.http, transport)
         metrics, health = Metrics(), Health()
         try:
-            summarizer = build_summarizer(settings, runbooks, client, http, metrics, health)
+            summarizer = build_summarizer(
+                settings, runbooks, client, http, metrics, health, cache_writes=cache_writes
+            )
             dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout)
             source = RedisListSource(client, settings.sources, settings.redis.consumer_id)
             pipeline = Pipeline(

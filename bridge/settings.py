@@ -190,16 +190,20 @@ class OpenClawSettings(_Section):
     token_env: str | None = secret_env("the token", "OPENCLAW_GATEWAY_TOKEN")
     token_file: Path | None = secret_file("the token")
     timeout_s: float = Field(
-        default=20.0, gt=0, description="Timeout of one gateway call; then a fallback summary."
+        default=30.0,
+        gt=0,
+        description="Timeout of one gateway call; then a fallback summary (a real gateway's first call takes 8-30 s).",
     )
-    max_concurrency: int = Field(default=8, ge=1, le=256, description="Gateway calls in flight at most.")
+    max_concurrency: int = Field(
+        default=4, ge=1, le=256, description="Gateway calls in flight at most (the gateway serializes runs)."
+    )
     calls_per_minute: int = Field(
         default=60, ge=0, description="Call budget per minute; over it: fallback summaries (`budget`)."
     )
     cache_ttl_s: int = Field(default=3600, ge=0, description="Summary cache lifetime per fingerprint.")
-    breaker_failures: int = Field(default=5, ge=1, description="Consecutive failures that open the circuit.")
+    breaker_failures: int = Field(default=3, ge=1, description="Consecutive failures that open the circuit.")
     breaker_cooldown_s: float = Field(
-        default=30.0, gt=0, description="Seconds the circuit stays open before a trial call."
+        default=60.0, gt=0, description="Seconds the circuit stays open before a trial call."
     )
     json_mode: bool = Field(
         default=True,

@@ -173,7 +173,7 @@ def test_service_pdb_and_servicemonitor_select_the_pods(docs: dict[str, list[dic
 def test_compose_parses_and_mounts_existing_files() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert set(services) == {"redis", "bridge", "producer"}
+    assert set(services) == {"redis", "bridge", "producer", "openclaw"}
     bridge = services["bridge"]
     assert bridge["build"] == "." and bridge["depends_on"]["redis"]["condition"] == "service_healthy"
     seconds = int(bridge["stop_grace_period"].removesuffix("s"))

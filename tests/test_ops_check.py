@@ -19,8 +19,11 @@ WEBHOOK_SECRET = "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ="
 GATEWAY_TOKEN = "gw-token-never-printed"
 
 
+MODELS = json.dumps({"object": "list", "data": [{"id": "openclaw/dlq-summarizer"}]}).encode()
+
+
 class Recorder:
-    """A raw ASGI app that answers 404 to everything and remembers what it saw."""
+    """A raw ASGI app: lists the agent at /v1/models, 404 to everything else; remembers what it saw."""
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, str]] = []
@@ -28,8 +31,9 @@ class Recorder:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         assert scope["type"] == "http"
         self.seen.append((scope["method"], scope["path"]))
-        await send({"type": "http.response.start", "status": 404, "headers": []})
-        await send({"type": "http.response.body", "body": b"not here"})
+        models = scope["method"] == "GET" and scope["path"] == "/v1/models"
+        await send({"type": "http.response.start", "status": 200 if models else 404, "headers": []})
+        await send({"type": "http.response.body", "body": MODELS if models else b"not here"})
 
 
 def sinks(base: str) -> list[dict[str, Any]]:
@@ -67,8 +71,8 @@ async def test_all_reachable_exit_0_and_nothing_sent(tmp_path: Path, redis_url: 
     assert found["redis"][1] == "ok" and "PONG" in found["redis"][2]
     assert found["sink slack-ops"][0].endswith("/****") and found["sink slack-ops"][1] == "ok"
     assert found["openclaw"][1] == "ok" and "token set" in found["openclaw"][2]
-    # Only the gateway root (GET) and host roots (HEAD): no model call, no alert.
-    assert set(recorder.seen) == {("GET", "/"), ("HEAD", "/")}
+    # The gateway's model list (GET) and host roots (HEAD): no model call, no alert.
+    assert set(recorder.seen) == {("GET", "/v1/models"), ("HEAD", "/")}
 
 
 async def test_unreachable_sink_fails_with_exit_1(tmp_path: Path, redis_url: str) -> None:

@@ -95,3 +95,29 @@ async def test_queue_entry_with_gateway_renders_sinks_and_sends_nothing(
 async def test_empty_queue_fails(make_settings: Callable[..., Settings], aredis: aioredis.Redis) -> None:
     args = build_parser().parse_args(["summarize", "--queue", "nothing"])
     assert await run_async(make_settings(), args, io.StringIO()) == 4  # not found
+
+
+async def test_summarize_writes_no_cache_unless_asked(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    gateway = FakeGateway()
+    await aredis.lpush("dead_letter:orders", envelope_entry(job_id="cache-me"))
+    async with serve(gateway.app()) as gw_url:
+        settings = make_settings(openclaw={"url": gw_url}, environ={"OPENCLAW_GATEWAY_TOKEN": TOKEN})
+        for argv in (["summarize", "--queue", "orders", "--json"],) * 2:
+            out = io.StringIO()
+            assert await run_async(settings, build_parser().parse_args(argv), out) == 0
+            assert json.loads(out.getvalue())["summary"]["source"] == "openclaw"
+        assert gateway.calls == 2, "nothing cached: each dry run asks the gateway"
+        assert await aredis.keys("dlq_bridge:summary:*") == []
+        before = set(await aredis.keys("*"))
+        out = io.StringIO()
+        args = build_parser().parse_args(["summarize", "--queue", "orders", "--json", "--cache"])
+        assert await run_async(settings, args, out) == 0
+        fingerprint = json.loads(out.getvalue())["entry"]["fingerprint"]
+        assert set(await aredis.keys("*")) - before == {keys.summary(fingerprint).encode()}
+        out = io.StringIO()
+        args = build_parser().parse_args(["summarize", "--queue", "orders", "--json"])
+        assert await run_async(settings, args, out) == 0
+    assert json.loads(out.getvalue())["summary"]["source"] == "cache", "reads still use the cache"
+    assert gateway.calls == 3

@@ -20,6 +20,7 @@ from bridge.models import DeadLetter, Summary
 from bridge.runbooks import RunbookCatalog
 from bridge.settings import Settings
 from bridge.summarize.factory import build_summarizer
+from bridge.summarize.prompt import unwrap_dead_letter
 from bridge.summarize.service import OpenClawSummarizer
 from tests.conftest import envelope_entry
 
@@ -103,7 +104,9 @@ async def test_valid_reply_is_used_and_request_is_well_formed(rig: Rig) -> None:
     system, user = body["messages"]
     assert system["role"] == "system" and "one json object" in system["content"].lower()
     assert "- timeout: " in system["content"]  # the runbook catalogue
-    envelope = json.loads(user["content"])
+    wrapped = unwrap_dead_letter(user["content"])
+    assert wrapped is not None
+    envelope = json.loads(wrapped)
     assert envelope["queue"] == "orders" and envelope["job_name"] == "ship_order"
     assert "fingerprint" not in envelope
 

@@ -1,9 +1,10 @@
 """`dlq-bridge check`: configuration and connectivity, without sending anything.
 
-Reaches Redis (PING), the OpenClaw gateway (a GET of its root, never a model
-call) and each sink's host (a HEAD of the host root, never an alert). Targets
-are printed with secrets masked: a Slack webhook path, a routing key or a
-Redis password never appear.
+Reaches Redis (PING), the OpenClaw gateway (an authenticated GET /v1/models
+that must list the agent; a model call only with --probe) and each sink's
+host (a HEAD of the host root, never an alert). Targets are printed with
+secrets masked: a Slack webhook path, a routing key or a Redis password never
+appear.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from bridge.commands.common import (
     redis_target,
     render_table,
 )
+from bridge.commands.gateway_probe import check_openclaw
 from bridge.runbooks import RunbookCatalog
 from bridge.settings import CONFIG_ENV, Settings, SinkSettings, unknown_env_variables
 
@@ -39,10 +41,13 @@ EPILOG = """examples:
   DLQ_BRIDGE_CONFIG=/etc/dlq-bridge/bridge.toml dlq-bridge check --timeout 3
   dlq-bridge check --json | jq '.[] | select(.status == "FAIL")'
 
-What it does: validates the configuration, PINGs Redis, GETs the OpenClaw
-gateway root (no model call) and HEADs each sink's host root (no alert is
-sent). Any HTTP answer counts as reachable; a refused connection, a DNS or
-TLS error or a timeout is a failure.
+What it does: validates the configuration, PINGs Redis, asks the OpenClaw
+gateway for GET /v1/models with the bridge's token (it must list
+openclaw/<agent>: a wrong token, a disabled chat endpoint or an unknown agent
+each fail with the reason; --probe also sends one tiny chat completion) and
+HEADs each sink's host root (no alert is sent). For sinks any HTTP answer
+counts as reachable; a refused connection, a DNS or TLS error or a timeout is
+a failure.
 
 exit codes: 0 every component ok, 1 at least one failed, 2 bad configuration
 """
@@ -60,11 +65,14 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds per probe (default 5)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--probe", action="store_true",
+                        help="also send one tiny chat completion to the OpenClaw agent (a model call)")
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the table says it all
-    results = asyncio.run(check_all(settings, args.timeout, config_path(args.config)))
+    results = asyncio.run(check_all(settings, args.timeout, config_path(args.config),
+                                    probe_chat=getattr(args, "probe", False)))
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=2))
     else:
@@ -88,6 +96,7 @@ async def check_all(
     config: str = "",
     *,
     transport: httpx.AsyncBaseTransport | None = None,
+    probe_chat: bool = False,
 ) -> list[Result]:
     """Every probe, concurrently; results in a stable order."""
     where = config or "(defaults and environment)"
@@ -96,7 +105,7 @@ async def check_all(
     # Like the bridge's own client: no proxies from the environment, no redirects.
     async with httpx.AsyncClient(transport=transport or httpx.AsyncHTTPTransport(), trust_env=False,
                                  timeout=probe_s, follow_redirects=False) as http:
-        probes = [check_redis(settings, probe_s), check_gateway(settings, http)]
+        probes = [check_redis(settings, probe_s), check_gateway(settings, http, probe_chat=probe_chat)]
         probes += [check_sink(sink, http) for sink in settings.effective_sinks()]
         results += await asyncio.gather(*probes)
     return results
@@ -146,12 +155,13 @@ def _scrub(settings: Settings, exc: BaseException) -> str:
     return text[:200]
 
 
-async def check_gateway(settings: Settings, http: httpx.AsyncClient) -> Result:
-    if settings.openclaw is None:
+async def check_gateway(settings: Settings, http: httpx.AsyncClient, *, probe_chat: bool = False) -> Result:
+    oc = settings.openclaw
+    if oc is None:
         return Result("openclaw", "(not configured)", SKIP, "fallback summaries only")
-    token = "token set" if settings.openclaw.token is not None else "no token"
-    result = await probe(http, "GET", settings.openclaw.url + "/")
-    return Result("openclaw", mask_url(settings.openclaw.url), result[0], f"{result[1]}; {token}")
+    token = "token set" if oc.token is not None else "no token"
+    status, detail = await check_openclaw(http, oc, chat=probe_chat, timeout_s=oc.timeout_s)
+    return Result("openclaw", f"{mask_url(oc.url)} agent {oc.agent}", status, f"{detail}; {token}")
 
 
 async def check_sink(sink: SinkSettings, http: httpx.AsyncClient) -> Result:

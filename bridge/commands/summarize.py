@@ -1,5 +1,6 @@
 """`dlq-bridge summarize`: a dry run on one entry. Shows the summary and the
-rendered body of every routed sink; sends nothing and claims nothing.
+rendered body of every routed sink; sends nothing, claims nothing and, unless
+`--cache` is given, writes no summary (the cache is only read; the call counts in the gateway budget).
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ EPILOG = """examples:
   dlq-bridge summarize --queue orders          # the next entry of dead_letter:orders (not claimed)
   dlq-bridge summarize --queue orders --json   # one JSON document
 
-Runs the real summarizer (OpenClaw when [openclaw] is set, with its cache and
-fallback) and renders each routed sink's card. Nothing is sent.
+Runs the real summarizer (OpenClaw when [openclaw] is set, with its fallback)
+and renders each routed sink's card. Nothing is sent or claimed. The summary
+cache is read but not written, unless --cache is given (then a fresh OpenClaw
+summary is stored as `run` would store it).
 
 exit codes: 0 ok, 1 the file cannot be read, 2 bad configuration or usage,
 4 no entry: stdin or the file is empty, the file or the queue does not exist
@@ -40,6 +43,8 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--file", dest="path", help="read the entry from PATH ('-' for stdin)")
     where.add_argument("--queue", help="the next entry of this DLQ (orders or dead_letter:orders)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--cache", action="store_true",
+                        help="store a fresh OpenClaw summary in the summary cache (default: read only)")
 
 
 Entry = tuple[bytes, str]  # raw bytes, source key
@@ -81,7 +86,8 @@ async def run_async(
     settings: Settings, args: argparse.Namespace, out: TextIO, given: Entry | None = None
 ) -> int:
     """The command body: `given` entry, else the next one of `--queue`; prints to `out`."""
-    async with open_runtime(settings, stdout=io.StringIO()) as runtime:
+    cache_writes = bool(getattr(args, "cache", False))
+    async with open_runtime(settings, stdout=io.StringIO(), cache_writes=cache_writes) as runtime:
         found = given or await read_queue(runtime, args.queue)
         if isinstance(found, str):
             print(f"summarize: {found}", file=sys.stderr)

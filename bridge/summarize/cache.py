@@ -31,10 +31,13 @@ CACHE_TIMEOUT_S = 2.0  # a slow cache must not hold up a summary
 class SummaryCache:
     """`dlq_bridge:summary:<fingerprint>` → the five-key draft JSON, with a TTL."""
 
-    def __init__(self, client: redis.Redis, ttl_s: int, runbook_ids: Collection[str]) -> None:
+    def __init__(
+        self, client: redis.Redis, ttl_s: int, runbook_ids: Collection[str], *, writes: bool = True
+    ) -> None:
         self._client = client
         self._ttl_s = ttl_s
         self._runbook_ids = runbook_ids
+        self._writes = writes  # False: read-only (a dry run leaves no trace)
 
     @property
     def enabled(self) -> bool:
@@ -58,7 +61,7 @@ class SummaryCache:
             return None  # stale or foreign value (e.g. a runbook was removed): a miss
 
     async def put(self, fingerprint: str, draft: SummaryDraft) -> None:
-        if not self.enabled or not fingerprint:
+        if not self.enabled or not self._writes or not fingerprint:
             return
         try:
             value = draft.model_dump_json()

@@ -25,7 +25,10 @@ def build_summarizer(
     http: httpx.AsyncClient,
     metrics: Metrics,
     health: Health,
+    *,
+    cache_writes: bool = True,
 ) -> Summarizer:
+    """`cache_writes=False` keeps the summary cache read-only (`summarize` without --cache)."""
     fallback = FallbackSummarizer(runbooks, settings.severity_for)
     oc = settings.openclaw
     if oc is None:
@@ -35,7 +38,7 @@ def build_summarizer(
     return OpenClawSummarizer(
         oc,
         GatewayClient(oc, http, metrics),
-        SummaryCache(client, oc.cache_ttl_s, ids),
+        SummaryCache(client, oc.cache_ttl_s, ids, writes=cache_writes),
         fallback,
         ids,
         load_system_prompt(runbooks.catalogue()),

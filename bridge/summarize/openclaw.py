@@ -25,6 +25,7 @@ from bridge.metrics import Metrics
 from bridge.settings import OpenClawSettings
 
 CHAT_PATH = "/v1/chat/completions"
+MODELS_PATH = "/v1/models"
 AGENT_HEADER = "x-openclaw-agent-id"
 
 
@@ -34,6 +35,14 @@ class GatewayBusy(SummaryError):
     def __init__(self, retry_after_s: float | None) -> None:
         self.retry_after_s = retry_after_s
         super().__init__("http_429", "gateway returned 429")
+
+
+def gateway_headers(settings: OpenClawSettings) -> dict[str, str]:
+    """The agent header, and the bearer token when one is configured."""
+    headers = {AGENT_HEADER: settings.agent, "Accept": "application/json"}
+    if settings.token is not None:
+        headers["Authorization"] = f"Bearer {settings.token.get_secret_value()}"
+    return headers
 
 
 class GatewayClient:
@@ -48,10 +57,7 @@ class GatewayClient:
         self.url = settings.url + CHAT_PATH
 
     def headers(self) -> dict[str, str]:
-        headers = {AGENT_HEADER: self._settings.agent, "Accept": "application/json"}
-        if self._settings.token is not None:
-            headers["Authorization"] = f"Bearer {self._settings.token.get_secret_value()}"
-        return headers
+        return gateway_headers(self._settings)
 
     def body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
         body: dict[str, Any] = {

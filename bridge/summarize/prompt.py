@@ -1,8 +1,26 @@
-"""The request messages: system prompt from `prompts/`, the dead letter as the user message."""
+"""The request messages: system prompt from `prompts/`, the dead letter as the user message.
+
+A real OpenClaw gateway wraps both (docs/design.md, section 4): our system
+prompt lands inside the gateway's own, and the user message gains a
+timestamp prefix and a runtime trailer. So the dead letter is delimited
+unambiguously, between a BEGIN and an END line that carry a random nonce
+drawn per request:
+
+    dlq-bridge dead letter <nonce>: the JSON between the two marker lines below is the whole of it.
+    -----BEGIN DEAD LETTER <nonce>-----
+    {"attempts": 3, "job_id": "...", ...}
+    -----END DEAD LETTER <nonce>-----
+
+The JSON is written on one line (newlines inside strings are escaped), so no
+payload can start a line of its own, and none can guess the nonce to fake
+the END line.
+"""
 
 from __future__ import annotations
 
 import json
+import re
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +29,13 @@ from bridge.models import DeadLetter
 from bridge.redact import redact_value
 
 SYSTEM_PROMPT_FILE = "system.md"
+NONCE_BYTES = 12
+BEGIN = "-----BEGIN DEAD LETTER {nonce}-----"
+END = "-----END DEAD LETTER {nonce}-----"
+_WRAPPED = re.compile(
+    r"^-----BEGIN DEAD LETTER (?P<nonce>[0-9a-f]+)-----\n(?P<body>.*)\n-----END DEAD LETTER (?P=nonce)-----$",
+    re.MULTILINE,
+)
 # Identifying but useless to the model; left out of the user message.
 _NOT_FOR_THE_MODEL = {"fingerprint", "raw_digest"}
 
@@ -30,13 +55,34 @@ def load_system_prompt(catalogue: list[dict[str, str]], directory: Path | None =
     except OSError as exc:
         raise ConfigError([f"system prompt {path} cannot be read ({exc.strerror})"]) from None
     lines = [f"- {rb['id']}: {rb['title']}" for rb in catalogue]
-    return f"{text}\n\nRunbook catalogue (id: title):\n" + "\n".join(lines or ["(none)"])
+    catalogue_text = "\n".join(lines or ["(none)"])
+    return (
+        f"{text}\n\nRunbook catalogue (id: title):\n{catalogue_text}\n"
+        "(end of the dlq-bridge instructions)"
+    )
 
 
-def user_message(dead_letter: DeadLetter) -> str:
-    """The envelope as JSON, redacted once more on the way out (defence in depth)."""
+def envelope_json(dead_letter: DeadLetter) -> str:
+    """The envelope as one line of JSON, redacted once more on the way out (defence in depth)."""
     fields: dict[str, Any] = dead_letter.model_dump(mode="json", exclude=_NOT_FOR_THE_MODEL)
     return json.dumps(redact_value(fields), ensure_ascii=False, sort_keys=True)
+
+
+def user_message(dead_letter: DeadLetter, nonce: str | None = None) -> str:
+    """The dead letter between marker lines that carry a fresh random nonce."""
+    nonce = nonce or secrets.token_hex(NONCE_BYTES)
+    return "\n".join([
+        f"dlq-bridge dead letter {nonce}: the JSON between the two marker lines below is the whole of it.",
+        BEGIN.format(nonce=nonce),
+        envelope_json(dead_letter),
+        END.format(nonce=nonce),
+    ])
+
+
+def unwrap_dead_letter(text: str) -> str | None:
+    """The JSON between the first BEGIN line and the END line with the same nonce, or None."""
+    found = _WRAPPED.search(text)
+    return found.group("body") if found else None
 
 
 def build_messages(system_prompt: str, dead_letter: DeadLetter) -> list[dict[str, str]]:

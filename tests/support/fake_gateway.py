@@ -1,10 +1,10 @@
 """A fake OpenClaw gateway (FastAPI) for integration tests and benches.
 
 It records every request (headers and raw body) and answers with whatever
-`responder` returns for the decoded dead letter of the user message. With
-`busy_for_s`, it answers 429 with `Retry-After: <retry_after>` to every call in
-its first `busy_for_s` seconds (counted from its first call), like a gateway
-briefly over its own rate limit.
+`responder` returns for the decoded dead letter of the user message (the
+JSON between its marker lines). With `busy_for_s`, it answers 429 with
+`Retry-After: <retry_after>` to every call in its first `busy_for_s` seconds
+(counted from its first call), like a gateway briefly over its own rate limit.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+
+from bridge.summarize.prompt import unwrap_dead_letter
 
 Responder = Callable[[dict[str, Any]], str]
 
@@ -76,7 +78,8 @@ class FakeGateway:
         if self.status != 200:
             extra = {"Retry-After": self.retry_after} if self.retry_after else {}
             return JSONResponse({"error": "unavailable"}, status_code=self.status, headers=extra)
-        envelope = json.loads(json.loads(raw)["messages"][1]["content"])
+        wrapped = unwrap_dead_letter(json.loads(raw)["messages"][1]["content"])
+        envelope = json.loads(wrapped) if wrapped is not None else {}
         content = self.responder(envelope)
         self.answered_ok += 1
         return JSONResponse({
