@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 REDIS_PING_TIMEOUT_S = 1.0
 LOOP_STALL_S = 30.0
-IDLE_EXIT_S = 0.5  # on SIGTERM: nothing in flight this long, stop without waiting for Redis
+IDLE_EXIT_S = 0.5  # on SIGTERM with Redis down: nothing in flight this long, stop without it
 
 
 def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
@@ -75,9 +75,10 @@ async def _probe(runtime: Runtime) -> None:
 async def _stop_pipeline(runtime: Runtime, stop: asyncio.Event, task: asyncio.Task[None], grace_s: float) -> None:
     """Stop claiming; let in-flight entries finish within the grace period, else leave them.
 
-    Once nothing is in flight for IDLE_EXIT_S the wait ends at once, even while
-    Redis is down (the pipeline would otherwise retry until the grace period is
-    over): an entry whose claim was under way stays in the processing list and
+    With Redis up, the pipeline ends by itself once nothing is in flight (and
+    drops its heartbeat). With Redis down it would retry until the grace period
+    is over: once nothing has been in flight for IDLE_EXIT_S the wait ends
+    there. An entry whose claim was under way stays in the processing list and
     is returned at the next start or by another bridge's reaper.
     """
     stop.set()
@@ -90,6 +91,11 @@ async def _stop_pipeline(runtime: Runtime, stop: asyncio.Event, task: asyncio.Ta
     elif not task.cancelled() and task.exception() is not None:
         _log_stop_error(task.exception())
     log.info("pipeline stopped after %d entries", runtime.pipeline.processed)
+
+
+def _redis_failing(runtime: Runtime) -> bool:
+    check = runtime.health.get("redis")
+    return check is not None and check.status is Status.FAILING
 
 
 def _log_stop_error(exc: BaseException | None) -> None:
@@ -110,8 +116,8 @@ async def _finished_or_idle(runtime: Runtime, task: asyncio.Task[None], deadline
             idle_since = None
         elif idle_since is None:
             idle_since = now
-        elif now - idle_since >= IDLE_EXIT_S:
-            log.info("nothing in flight: stopping now")
+        elif now - idle_since >= IDLE_EXIT_S and _redis_failing(runtime):
+            log.info("nothing in flight and Redis unavailable: stopping now")
             return True
         await asyncio.wait({task}, timeout=min(0.1, deadline - now))
     return True

@@ -68,7 +68,7 @@ def test_sigterm_while_redis_is_down_exits_once_nothing_is_in_flight(tmp_path: P
     assert code == 0, err[-2000:]
     assert f"Redis unavailable at redis://:****@127.0.0.1:{redis_port}/0 (ConnectionError)" in err
     assert "s3cret" not in err
-    assert "nothing in flight: stopping now" in err
+    assert "nothing in flight and Redis unavailable: stopping now" in err
     assert "Traceback" not in err
     assert "DLQ_BRIDGE_SERVR__PORT matches no setting" in err
     assert "did you mean DLQ_BRIDGE_SERVER__PORT?" in err
