@@ -98,6 +98,7 @@ async def open_runtime(
                 metrics,
                 health,
                 runbook_url_builder(settings, runbooks),
+                settings.severity,
             )
             yield Runtime(settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline)
             await dispatcher.aclose()

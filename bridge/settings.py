@@ -128,12 +128,48 @@ class SourcesSettings(_Section):
     heartbeat_ttl_s: int = Field(default=30, ge=2)
     reap_interval_s: float = Field(default=15.0, gt=0)
     excerpt_max_bytes: int = Field(default=2048, ge=64)
+    max_sources: int = Field(default=1000, ge=1)
+    quarantine_after: int = Field(default=3, ge=1)
+    entry_deadline_s: float = Field(default=30.0, gt=0)
 
     @model_validator(mode="after")
     def _heartbeat_outlives_interval(self) -> SourcesSettings:
         if self.heartbeat_ttl_s <= self.heartbeat_interval_s:
             raise ValueError("sources.heartbeat_ttl_s must be longer than heartbeat_interval_s")
         return self
+
+
+SeverityMode = Literal["ignore", "raise_only", "trust"]
+
+
+class SeveritySettings(BaseModel):
+    """`[severity]`: routed severity by queue glob, and what the model's assessment may do.
+
+    Keys other than `default` and `model` are queue globs, first match wins
+    (docs/design.md, section 5b).
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    __pydantic_extra__: dict[str, Severity] = Field(init=False)
+
+    default: Severity = Severity.ERROR
+    model: SeverityMode = "ignore"
+
+    def for_queue(self, queue: str) -> Severity:
+        """The configured severity of `queue`: first matching glob, else `default`."""
+        for pattern, severity in (self.__pydantic_extra__ or {}).items():
+            if fnmatch.fnmatchcase(queue, pattern):
+                return severity
+        return self.default
+
+    def route(self, queue: str, assessment: Severity) -> Severity:
+        """The severity alerts are routed by: configuration, ± the model's assessment per `model`."""
+        configured = self.for_queue(queue)
+        if self.model == "trust":
+            return assessment
+        if self.model == "raise_only" and assessment.rank > configured.rank:
+            return assessment
+        return configured
 
 
 class OpenClawSettings(_Section):
@@ -298,7 +334,7 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
     sources: SourcesSettings = Field(default_factory=SourcesSettings)
-    severity: dict[str, Severity] = Field(default_factory=lambda: {"default": Severity.ERROR})
+    severity: SeveritySettings = Field(default_factory=SeveritySettings)
     openclaw: OpenClawSettings | None = None
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
@@ -326,11 +362,8 @@ class Settings(BaseSettings):
         return self
 
     def severity_for(self, queue: str) -> Severity:
-        """Fallback severity of `queue`: first matching glob, else `default`."""
-        for pattern, severity in self.severity.items():
-            if pattern != "default" and fnmatch.fnmatchcase(queue, pattern):
-                return severity
-        return self.severity.get("default", Severity.ERROR)
+        """Configured severity of `queue`: first matching glob, else `default`."""
+        return self.severity.for_queue(queue)
 
     def effective_sinks(self) -> list[SinkSettings]:
         """The configured sinks, or the console sink when none is configured."""

@@ -37,6 +37,7 @@ def render_body(alert: Alert) -> dict[str, Any]:
         "id": message_id(alert.idempotency_key, dl.raw_digest),
         "idempotency_key": alert.idempotency_key,
         "test": alert.is_test,
+        "severity": alert.severity.value,
         "queue": dl.queue,
         "job_id": dl.job_id,
         "job_name": dl.job_name,
