@@ -129,6 +129,7 @@ class SourcesSettings(_Section):
     reap_interval_s: float = Field(default=15.0, gt=0)
     excerpt_max_bytes: int = Field(default=2048, ge=64)
     max_sources: int = Field(default=1000, ge=1)
+    sticky_s: float = Field(default=600.0, ge=0)
     quarantine_after: int = Field(default=3, ge=1)
     entry_deadline_s: float = Field(default=30.0, gt=0)
 

@@ -57,7 +57,6 @@ redis.call('EXPIRE', KEYS[1], ARGV[1])
 return n
 """
 IDLE_BLOCK_SINGLE_S = 1.0
-STICKY_S = 600.0
 PROBE_BATCH = 8  # cold sources tried with LMOVE per idle round, besides the one blocked on
 MIN_RESCAN_GAP_S = 0.25  # an idle claim loop rescans at most this often while DLQs wait for a turn
 CLAIMS_TTL_S = 7 * 24 * 3600
@@ -75,7 +74,7 @@ class RedisListSource:
         self._redis = client
         self._settings = settings
         self.consumer = consumer
-        self._tracker = SourceTracker(settings.max_sources, STICKY_S)
+        self._tracker = SourceTracker(settings.max_sources, settings.sticky_s)
         self._scan_lock = asyncio.Lock()
         self._last_scan = 0.0
         self._finish = client.register_script(FINISH_LUA)
@@ -95,8 +94,8 @@ class RedisListSource:
         """Discover DLQ lists by SCAN (never KEYS); see `bridge.sources.tracking`.
 
         Redis deletes a list when it empties, so a drained DLQ stays tracked for
-        `STICKY_S` after it was last seen: its next dead letter is claimed soon
-        without waiting for a rescan.
+        `sources.sticky_s` after it was last seen: its next dead letter is claimed
+        soon without waiting for a rescan.
         """
         async with self._scan_lock:
             found: set[str] = set()

@@ -102,18 +102,17 @@ class SourceTracker:
         self.present = found_tracked
         for source in [s for s, t in self._tracked.items() if now - t.last_seen >= self.sticky_s]:
             self._drop(source)
-        if untracked:
-            self._make_room(untracked, found_tracked)
+        rotated_out = self._make_room(untracked, found_tracked) if untracked else 0
         room = max(0, self.max_sources - len(self._tracked))
         admitted = [key for _dist, key in sorted(candidates)[:room]]
-        for source in admitted:
+        if admitted:
+            self._ring = (ring_hash(admitted[-1]) + 1) % RING
+        for source in sorted(admitted):
             self._tracked[source] = Tracked(since=now, last_seen=now)
             self._hot.append(source)
             self._is_hot.add(source)
             self.present.add(source)
-        if admitted:
-            self._ring = (ring_hash(admitted[-1]) + 1) % RING
-        self.waiting = untracked - len(admitted)
+        self.waiting = untracked + rotated_out - len(admitted)
 
     def _nearest_untracked(self, found: list[str] | set[str]) -> tuple[list[tuple[int, str]], int]:
         """The `max_sources` untracked keys nearest after the ring position, and how many there are."""
@@ -130,18 +129,20 @@ class SourceTracker:
                 heapq.heapreplace(heap, item)
         return [(-neg, key) for neg, key in heap], count
 
-    def _make_room(self, wanted: int, busy: set[str]) -> None:
-        """Cold sources leave first; then, if others still wait, the longest-served busy ones."""
+    def _make_room(self, wanted: int, busy: set[str]) -> int:
+        """Cold sources leave first; then, if others still wait, the longest-served busy ones (counted)."""
         missing = wanted - (self.max_sources - len(self._tracked))
         cold = sorted((t.last_seen, s) for s, t in self._tracked.items() if s not in busy)
         for _seen, source in cold[: max(0, missing)]:
             self._drop(source)
         missing = wanted - (self.max_sources - len(self._tracked))
         if missing <= 0:
-            return
+            return 0
         quota = min(missing, max(1, self.max_sources // 10))
-        for _since, source in sorted((self._tracked[s].since, s) for s in busy)[:quota]:
+        rotated = sorted((self._tracked[s].since, s) for s in busy if s in self._tracked)[:quota]
+        for _since, source in rotated:
             self._drop(source)
+        return len(rotated)
 
     def _drop(self, source: str) -> None:
         del self._tracked[source]
