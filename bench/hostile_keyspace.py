@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -92,10 +93,11 @@ def measure(url: str, count: int, idle_s: float) -> dict[str, float | None]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float | None]:
+    """Run the bench and print its figures; `argv` None means the defaults (callable from other benches)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=20_000)
     parser.add_argument("--idle-s", type=float, default=10.0)
-    args = parser.parse_args(argv)
+    args = parser.parse_args([] if argv is None else argv)
     url, server = bench_redis_url(BENCH_DB)
     try:
         figures = measure(url, args.keys, args.idle_s)
@@ -111,4 +113,4 @@ def main(argv: list[str] | None = None) -> dict[str, float | None]:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

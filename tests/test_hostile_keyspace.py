@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import signal
 import time
@@ -83,7 +84,7 @@ async def test_an_idle_bridge_does_not_poll_every_drained_dlq(
             pipe.lpush(f"dead_letter:idle-{i}", json.dumps({"job_id": f"i{i}"}))
         pipe.execute()
     settings = make_settings(sources={"poll_interval_s": 0.05, "rescan_interval_s": 2.0})
-    async with open_runtime(settings, stdout=open("/dev/null", "w")) as runtime:  # noqa: SIM115, ASYNC230
+    async with open_runtime(settings, stdout=io.StringIO()) as runtime:
         stop = asyncio.Event()
         task = asyncio.create_task(runtime.pipeline.run(stop))
         deadline = time.monotonic() + 60

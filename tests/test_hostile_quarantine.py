@@ -67,7 +67,7 @@ def test_an_entry_whose_consumer_dies_three_times_is_quarantined_and_alerted(
         })
         for death in range(1, 4):
             proc = start_bridge(["--config", str(cfg), "run"])
-            assert wait_for(lambda: gateway.calls == death and clean_redis.llen(processing) == 1, 30), death
+            assert wait_for(lambda n=death: gateway.calls == n and clean_redis.llen(processing) == 1, 30), death
             kill9(proc)
         assert int(clean_redis.get(keys.claims(SOURCE, digest(POISON))) or 0) == 3
         proc = start_bridge(["--config", str(cfg), "run"])

@@ -24,7 +24,6 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from bridge.models import Severity
 from bridge.settings import Settings
 
 START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
@@ -51,8 +50,27 @@ DESCRIPTIONS = {
     "sources.heartbeat_ttl_s": "Heartbeat lifetime; after it, other consumers reap the processing list.",
     "sources.reap_interval_s": "How often processing lists of dead consumers are returned.",
     "sources.excerpt_max_bytes": "Largest payload excerpt kept in an envelope.",
+    "sources.max_sources": (
+        "DLQs served at once; more non-empty ones wait for their turn (shown in `/healthz` and "
+        "`dlq_bridge_sources_waiting`), none is dropped."
+    ),
+    "sources.sticky_s": "How long a drained DLQ stays tracked (and keeps its depth series) after it was last seen.",
+    "sources.quarantine_after": (
+        "Claims an entry may die or time out in; on the next claim it moves, unparsed, to "
+        "`dlq_bridge:quarantine:<ref>` with a static alert."
+    ),
+    "sources.entry_deadline_s": (
+        "Deadline of one entry's intake (normalize, redact, fingerprint), measured on a thread; "
+        "past it the entry is quarantined."
+    ),
     "severity.default": (
-        "Fallback severity; further keys are queue globs (`\"payments*\" = \"critical\"`), first match wins."
+        "Routed severity of queues no glob matches; further keys are queue globs "
+        "(`\"payments*\" = \"critical\"`), first match wins."
+    ),
+    "severity.model": (
+        "What the model's severity may do: `ignore` (shown as an assessment only), `raise_only` (may raise "
+        "the routed severity), `trust` (replaces it). Risk: the model reads producer-written text, so "
+        "`raise_only` lets a dead letter page on-call and `trust` also lets it keep a real failure off the pager."
     ),
     "openclaw.url": "Gateway base URL; without an `[openclaw]` section: fallback summaries only.",
     "openclaw.agent": "Agent id (`x-openclaw-agent-id`).",
@@ -107,15 +125,7 @@ def reference() -> str:
         for key, field in model.model_fields.items():
             if not (prefix.startswith("sinks.") and key == "type"):
                 rows.append(_row(section, prefix, key, field))
-        if section == "[sources]":
-            rows.append(_severity_row())
     return "\n".join(rows) + "\n"
-
-
-def _severity_row() -> str:
-    default = Settings.model_fields["severity"].default_factory()  # type: ignore[call-arg,misc]
-    field = FieldInfo(annotation=Severity, default=default["default"])
-    return _row("[severity]", "severity", "default", field)
 
 
 def sections() -> list[tuple[str, str, type[BaseModel]]]:

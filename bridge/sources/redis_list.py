@@ -98,13 +98,13 @@ class RedisListSource:
         soon without waiting for a rescan.
         """
         async with self._scan_lock:
-            found: set[str] = set()
+            scan = self._tracker.begin_scan()
             async for key in self._redis.scan_iter(match=self._settings.match, count=1000, _type="list"):
                 name = keys.decode(key)
                 if not name.startswith(keys.PREFIX + ":"):
-                    found.add(name)
+                    scan.see(name)
             self._last_scan = time.monotonic()
-            self._tracker.scan(found, self._last_scan)
+            self._tracker.end_scan(scan, self._last_scan)
         return self.sources
 
     async def claim(self) -> Claimed | None:

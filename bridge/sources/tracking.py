@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 import zlib
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 RING = 2**32
@@ -92,19 +93,28 @@ class SourceTracker:
             self._cold.append(source)
         self.present.discard(source)
 
-    def scan(self, found: list[str] | set[str], now: float) -> None:
+    def scan(self, found: Iterable[str], now: float) -> None:
         """Apply one full SCAN: `found` are the non-empty lists (tracked or not)."""
-        found_tracked = {s for s in found if s in self._tracked}
-        candidates, untracked = self._nearest_untracked(found)
+        scan = self.begin_scan()
+        for key in found:
+            scan.see(key)
+        self.end_scan(scan, now)
+
+    def begin_scan(self) -> ScanRound:
+        """A scan fed key by key: memory stays bounded by `max_sources`, whatever the keyspace."""
+        return ScanRound(self, self._ring)
+
+    def end_scan(self, scan: ScanRound, now: float) -> None:
+        found_tracked = scan.found_tracked
         for source in found_tracked:
-            self._tracked[source].last_seen = now
             self.heat(source, now)
-        self.present = found_tracked
+        self.present = set(found_tracked)
         for source in [s for s, t in self._tracked.items() if now - t.last_seen >= self.sticky_s]:
             self._drop(source)
+        untracked = scan.untracked
         rotated_out = self._make_room(untracked, found_tracked) if untracked else 0
         room = max(0, self.max_sources - len(self._tracked))
-        admitted = [key for _dist, key in sorted(candidates)[:room]]
+        admitted = list(dict.fromkeys(key for _dist, key in scan.nearest()))[:room]  # SCAN may repeat a key
         if admitted:
             self._ring = (ring_hash(admitted[-1]) + 1) % RING
         for source in sorted(admitted):
@@ -114,20 +124,8 @@ class SourceTracker:
             self.present.add(source)
         self.waiting = untracked + rotated_out - len(admitted)
 
-    def _nearest_untracked(self, found: list[str] | set[str]) -> tuple[list[tuple[int, str]], int]:
-        """The `max_sources` untracked keys nearest after the ring position, and how many there are."""
-        heap: list[tuple[int, str]] = []  # max-heap by distance (negated)
-        count = 0
-        for key in found:
-            if key in self._tracked:
-                continue
-            count += 1
-            item = (-((ring_hash(key) - self._ring) % RING), key)
-            if len(heap) < self.max_sources:
-                heapq.heappush(heap, item)
-            elif item > heap[0]:
-                heapq.heapreplace(heap, item)
-        return [(-neg, key) for neg, key in heap], count
+    def is_tracked(self, source: str) -> bool:
+        return source in self._tracked
 
     def _make_room(self, wanted: int, busy: set[str]) -> int:
         """Cold sources leave first; then, if others still wait, the longest-served busy ones (counted)."""
@@ -152,3 +150,30 @@ class SourceTracker:
             self._is_hot.discard(source)
         else:
             self._cold.remove(source)
+
+
+class ScanRound:
+    """What one SCAN found: tracked sources, and the untracked ones nearest after the ring position."""
+
+    def __init__(self, tracker: SourceTracker, ring: int) -> None:
+        self._tracker = tracker
+        self._ring = ring
+        self.found_tracked: set[str] = set()
+        self.untracked = 0
+        self._heap: list[tuple[int, str]] = []  # max-heap by ring distance (negated), at most max_sources
+
+    def see(self, key: str) -> None:
+        tracker = self._tracker
+        if tracker.is_tracked(key):
+            self.found_tracked.add(key)
+            return
+        self.untracked += 1
+        item = (-((ring_hash(key) - self._ring) % RING), key)
+        if len(self._heap) < tracker.max_sources:
+            heapq.heappush(self._heap, item)
+        elif item > self._heap[0]:
+            heapq.heapreplace(self._heap, item)
+
+    def nearest(self) -> list[tuple[int, str]]:
+        """(distance, key), nearest first."""
+        return sorted((-neg, key) for neg, key in self._heap)
