@@ -307,6 +307,8 @@ class Pipeline:
         await self._source.rescan()
         self._show_depths(await self._source.depths())
         self._show_waiting(self._source.waiting())
+        if self._offloop is not None:
+            self._show_runaways(self._offloop.runaways)  # a runaway may end while the DLQs are idle
         self._metrics.processing_depth.set(len(self._in_flight))
         # Read from Redis (it sets the gauge): other processes add and retry records too.
         await self._undeliverable.depth()
