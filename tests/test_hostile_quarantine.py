@@ -5,6 +5,7 @@ The loop keeps ticking whatever one entry does: intake runs on threads with a de
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import signal
@@ -158,3 +159,25 @@ def test_healthz_and_heartbeat_keep_ticking_while_one_entry_runs_away(
     assert quarantined["queue"] == "hostile" and quarantined["severity"] == "error"
     assert client.lrange(keys.quarantine("dead_letter:hostile"), 0, -1) == [runaway]
     assert client.llen(keys.alerted("dead_letter:calm")) == 1
+
+
+async def test_a_runaway_call_is_abandoned_and_replaced_and_errors_come_back() -> None:
+    from bridge.offloop import DeadlineExceeded, OffLoop
+
+    offloop = OffLoop(1)
+    release = threading.Event()
+    try:
+        with pytest.raises(DeadlineExceeded):
+            await offloop.run(lambda: release.wait(10), deadline_s=0.2)
+        assert offloop.runaways == 1
+        assert await offloop.run(lambda: 42, deadline_s=5) == 42, "a fresh thread serves the next call"
+        with pytest.raises(ZeroDivisionError):
+            await offloop.run(lambda: 1 // 0, deadline_s=5)
+        release.set()
+        deadline = time.monotonic() + 5
+        while offloop.runaways and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert offloop.runaways == 0
+    finally:
+        release.set()
+        offloop.close()

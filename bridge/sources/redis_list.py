@@ -111,6 +111,8 @@ class RedisListSource:
         """Next entry: hot DLQs in turn (a busy one cannot starve the others), then idle work."""
         tracker = self._tracker
         for _ in range(tracker.hot_count):
+            if not tracker.hot_count:  # a rescan rotated sources out meanwhile
+                break
             source = tracker.next_hot()
             raw = await self._move(source)
             if raw is not None:
@@ -133,6 +135,8 @@ class RedisListSource:
             raw = await self._move(source)
             if raw is not None:
                 return await self._claimed(source, raw)
+        if not tracker.cold_count():  # a rescan rotated sources out meanwhile
+            return None
         source = tracker.next_cold()
         timeout = IDLE_BLOCK_SINGLE_S if count == 1 else self._settings.poll_interval_s
         raw = await self._redis.blmove(
