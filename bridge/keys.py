@@ -71,6 +71,39 @@ def gateway_calls(gateway_ref: str) -> str:
     return f"{PREFIX}:gateway:{{{gateway_ref}}}:calls"
 
 
+def quarantine(source_key: str) -> str:
+    """Entries that failed processing too often, kept unparsed (docs/design.md, section 2)."""
+    return f"{PREFIX}:quarantine:{source_ref(source_key)}"
+
+
+def claims(source_key: str, digest: str) -> str:
+    """Claim counter of one entry (by raw digest), in the source's hash slot."""
+    return f"{PREFIX}:claims:{source_ref(source_key)}:{digest}"
+
+
+def encode(key: str) -> bytes:
+    """The exact bytes of a key name decoded by `decode` (non-UTF-8 bytes survive)."""
+    return key.encode("utf-8", "surrogateescape")
+
+
+def decode(key: bytes | str) -> str:
+    """A key name from Redis as text that `encode` turns back into the same bytes."""
+    return key if isinstance(key, str) else key.decode("utf-8", "surrogateescape")
+
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+DISPLAY_MAX_CHARS = 512
+
+
+def display(key: str) -> str:
+    """A key name for logs, metrics and cards: bad bytes as `\\xff`, controls escaped, capped."""
+    text = encode(key).decode("utf-8", "backslashreplace")
+    text = _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    if len(text) > DISPLAY_MAX_CHARS:
+        text = f"{text[:DISPLAY_MAX_CHARS]}…"
+    return text
+
+
 @dataclass(frozen=True)
 class ProcessingKey:
     """A parsed `dlq_bridge:processing:<source ref>:<consumer>` key."""

@@ -18,10 +18,18 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.dlq_depth = Gauge("dlq_bridge_dlq_depth", "Entries waiting in each DLQ", ["source"], registry=r)
+        self.sources_tracked = Gauge(
+            "dlq_bridge_sources_tracked", "DLQs this consumer serves now (at most sources.max_sources)", registry=r
+        )
+        self.sources_waiting = Gauge(
+            "dlq_bridge_sources_waiting",
+            "Non-empty DLQs over sources.max_sources, waiting for their turn",
+            registry=r,
+        )
         self.processing_depth = Gauge("dlq_bridge_processing_depth", "Entries claimed and not finished", registry=r)
         self.entries = Counter(
             "dlq_bridge_entries_total",
-            "Dead letters finished, by outcome (alerted, poison, error)",
+            "Dead letters finished, by outcome (alerted, poison, error, quarantined)",
             ["outcome"],
             registry=r,
         )

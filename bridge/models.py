@@ -8,7 +8,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 
 class Severity(StrEnum):
@@ -90,14 +90,29 @@ class Summary(SummaryDraft):
 
 
 class Alert(BaseModel):
-    """What every sink renders: the envelope, its summary, and routing facts."""
+    """What every sink renders: the envelope, its summary, and routing facts.
+
+    `severity` is the routed severity, decided by configuration (`[severity]`,
+    docs/design.md, section 5b); `summary.severity` is only the summarizer's
+    assessment. Built without one, an alert is routed by the assessment.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     dead_letter: DeadLetter
     summary: Summary
+    severity: Severity
     runbook_url: str | None = None
     is_test: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _severity_of_summary(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("severity") is None and "summary" in data:
+            summary = data["summary"]
+            assessed = summary.severity if isinstance(summary, Summary) else summary.get("severity")
+            return {**data, "severity": assessed}
+        return data
 
     @property
     def idempotency_key(self) -> str:
@@ -114,10 +129,6 @@ class Alert(BaseModel):
             return False
         head = " ".join(error.split())[: max(len(cause) - 1, 1)]
         return cause.startswith(head) or cause.rstrip("…") == head.rstrip()
-
-    @property
-    def severity(self) -> Severity:
-        return self.summary.severity
 
 
 class GroupJob(BaseModel):

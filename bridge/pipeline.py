@@ -3,12 +3,20 @@
 One claimer takes entries only while a worker slot is free, so in-flight work
 (and memory) is bounded by `sources.concurrency`. Upkeep loops (heartbeat,
 rescan, reaper) log their errors and keep going.
+
+Intake (normalize, redact, fingerprint) runs on daemon threads with a deadline
+(`sources.entry_deadline_s`), so the event loop only waits. An entry claimed
+more than `sources.quarantine_after` times without being finished (its consumer
+died or timed out while holding it), or whose intake runs past the deadline,
+is quarantined: a static alert goes to the sinks, then the entry moves, unparsed,
+to `dlq_bridge:quarantine:<source ref>` (docs/design.md, sections 2 and 7).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import Counter
@@ -17,23 +25,32 @@ from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
+from bridge import keys
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.undeliverable import UndeliverableStore
-from bridge.envelope import raw_digest
 from bridge.health import Health, Status
 from bridge.intake import prepare
 from bridge.metrics import Metrics
 from bridge.models import Alert, DeadLetter
-from bridge.settings import SourcesSettings
+from bridge.offloop import DeadlineExceeded, OffLoop
+from bridge.quarantine import quarantine_alert, quarantine_title
+from bridge.settings import SeveritySettings, SourcesSettings
 from bridge.sources.base import Claimed, Source
 from bridge.summarize.base import Summarizer
-from bridge.untrusted import escape_controls
 
 log = logging.getLogger(__name__)
 
 REDIS_ERRORS = (RedisError, OSError)
 MAX_BACKOFF_S = 5.0
-LARGE_ENTRY_BYTES = 256 * 1024
+INTAKE_THREADS = 4
+
+
+def intake(raw: bytes, source_key: str, settings: SourcesSettings) -> DeadLetter:
+    """Normalize, redact and fingerprint one entry (runs on an intake thread).
+
+    `source_key` is byte-exact; the envelope gets its display form.
+    """
+    return prepare(raw, keys.display(source_key), settings)
 
 
 @dataclass
@@ -63,6 +80,7 @@ class Pipeline:
         metrics: Metrics,
         health: Health,
         runbook_url: Callable[[str], str | None] = lambda _hint: None,
+        severity: SeveritySettings | None = None,
         redis_target: str = "Redis",
     ) -> None:
         self._redis_target = redis_target  # masked, for the logs
@@ -74,6 +92,9 @@ class Pipeline:
         self._metrics = metrics
         self._health = health
         self._runbook_url = runbook_url
+        self._severity = severity or SeveritySettings()
+        self._offloop: OffLoop | None = None
+        self._depth_labels: dict[str, int] = {}
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._in_flight: set[asyncio.Task[None]] = set()
         self._held: Counter[tuple[str, bytes]] = Counter()
@@ -83,6 +104,7 @@ class Pipeline:
 
     async def run(self, stop: asyncio.Event, *, burst: bool = False) -> None:
         """Claim until `stop`; then wait for in-flight entries (the caller bounds the wait)."""
+        self._offloop = OffLoop(INTAKE_THREADS, name="dlq-bridge-intake")
         await self._start()
         upkeep = [
             asyncio.create_task(self._every(self._settings.heartbeat_interval_s, self._source.heartbeat, stop)),
@@ -99,6 +121,7 @@ class Pipeline:
             for task in leftovers:
                 task.cancel()
             await asyncio.gather(*leftovers, return_exceptions=True)
+            self._offloop.close()
         await self._source.drop_heartbeat()  # leftovers may be reaped at once
 
     async def _start(self) -> None:
@@ -165,7 +188,7 @@ class Pipeline:
 
     async def _all_empty(self) -> bool:
         await self._rescan()
-        return sum((await self._source.depths()).values()) == 0
+        return sum((await self._source.depths()).values()) == 0 and not self._source.waiting()
 
     async def _process_and_release(self, claimed: Claimed) -> None:
         held = (claimed.source_key, claimed.raw)
@@ -210,8 +233,8 @@ class Pipeline:
         record = {
             "sink": "pipeline",
             "error": f"pipeline error: {type(exc).__name__}",
-            "source_key": claimed.source_key,
-            "raw_digest": raw_digest(claimed.raw),
+            "source_key": keys.display(claimed.source_key),
+            "raw_digest": claimed.digest,
             "at": time.time(),
         }
         await self._undeliverable.push(record)
@@ -220,7 +243,15 @@ class Pipeline:
 
     async def process(self, claimed: Claimed) -> None:
         """One entry end to end; Redis outages are waited out, the entry is kept."""
-        dead_letter = await self._normalize(claimed)
+        limit = self._settings.quarantine_after
+        if claimed.claims > limit:
+            await self._quarantine(claimed, quarantine_title(claimed.claims - 1, None))
+            return
+        try:
+            dead_letter = await self._normalize(claimed)
+        except DeadlineExceeded:
+            await self._quarantine(claimed, quarantine_title(claimed.claims, self._settings.entry_deadline_s))
+            return
         alert = await self._alert_for(dead_letter)
         await self._dispatcher.dispatch(alert)
         await self._finish(claimed)
@@ -230,16 +261,45 @@ class Pipeline:
         self.processed += 1
 
     async def _normalize(self, claimed: Claimed) -> DeadLetter:
-        """Normalize; a large entry is parsed off the event loop so heartbeats keep ticking."""
-        if len(claimed.raw) > LARGE_ENTRY_BYTES:
-            return await asyncio.to_thread(prepare, claimed.raw, claimed.source_key, self._settings)
-        return prepare(claimed.raw, claimed.source_key, self._settings)
+        """Intake on a thread, so the loop (heartbeat, /healthz) never waits on one entry."""
+        offloop = self._offloop or OffLoop(1)
+        self._offloop = offloop
+        settings = self._settings
+        try:
+            job = functools.partial(intake, claimed.raw, claimed.source_key, settings)
+            return await offloop.run(job, settings.entry_deadline_s)
+        finally:
+            self._show_runaways(offloop.runaways)
+
+    def _show_runaways(self, runaways: int) -> None:
+        if runaways:
+            self._health.set("intake", Status.DEGRADED, f"{runaways} entries still running past the deadline")
+        else:
+            self._health.set("intake", Status.OK)
+
+    async def _quarantine(self, claimed: Claimed, title: str) -> None:
+        """Static alert to the sinks first, then the atomic move: a crash in between repeats both."""
+        severity = self._severity.for_queue(keys.queue_of(keys.display(claimed.source_key)))
+        alert = quarantine_alert(claimed.source_key, claimed.digest, severity, title)
+        log.error("quarantining an entry of %s (%s)", keys.display(claimed.source_key), title)
+        await self._dispatcher.dispatch(alert)
+        backoff = Backoff()
+        while True:
+            try:
+                await self._source.quarantine(claimed)
+                break
+            except REDIS_ERRORS as exc:
+                self._redis_down(exc)
+                await backoff.wait()
+        self._metrics.entries.labels("quarantined").inc()
+        self.processed += 1
 
     async def _alert_for(self, dead_letter: DeadLetter) -> Alert:
         summary = await self._summarizer.summarize(dead_letter)
         self._metrics.summaries.labels(summary.source.value, summary.fallback_reason or "").inc()
         url = self._runbook_url(summary.runbook_hint) if summary.runbook_hint else None
-        return Alert(dead_letter=dead_letter, summary=summary, runbook_url=url)
+        severity = self._severity.route(dead_letter.queue, summary.severity)
+        return Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url)
 
     async def _finish(self, claimed: Claimed) -> None:
         backoff = Backoff()
@@ -254,11 +314,32 @@ class Pipeline:
 
     async def _rescan(self) -> None:
         await self._source.rescan()
-        for source, depth in (await self._source.depths()).items():
-            self._metrics.dlq_depth.labels(escape_controls(source)).set(depth)
+        self._show_depths(await self._source.depths())
+        self._show_waiting(self._source.waiting())
+        if self._offloop is not None:
+            self._show_runaways(self._offloop.runaways)  # a runaway may end while the DLQs are idle
         self._metrics.processing_depth.set(len(self._in_flight))
         # Read from Redis (it sets the gauge): other processes add and retry records too.
         await self._undeliverable.depth()
+
+    def _show_depths(self, depths: dict[str, int]) -> None:
+        """One depth series per tracked DLQ; a series leaves with its DLQ (sticky window, cap)."""
+        shown = {keys.display(source): depth for source, depth in depths.items()}
+        for label in set(self._depth_labels) - set(shown):
+            self._metrics.dlq_depth.remove(label)
+        for label, depth in shown.items():
+            if self._depth_labels.get(label) != depth:
+                self._metrics.dlq_depth.labels(label).set(depth)
+        self._depth_labels = shown
+
+    def _show_waiting(self, waiting: int) -> None:
+        self._metrics.sources_tracked.set(len(self._depth_labels))
+        self._metrics.sources_waiting.set(waiting)
+        if waiting:
+            detail = f"{waiting} DLQs over sources.max_sources wait for their turn"
+            self._health.set("sources", Status.DEGRADED, detail)
+        else:
+            self._health.set("sources", Status.OK, f"{len(self._depth_labels)} tracked")
 
     async def _every(self, interval: float, job: Callable[[], Awaitable[object]], stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -107,6 +107,7 @@ async def open_runtime(
                 metrics,
                 health,
                 runbook_url_builder(settings, runbooks),
+                settings.severity,
                 redis_target=mask_redis_url(url),
             )
             yield Runtime(settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline)

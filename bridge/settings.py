@@ -170,12 +170,78 @@ class SourcesSettings(_Section):
         ge=1024,
         description="Entries larger than this are not parsed: an excerpt and an *oversized dead letter* alert.",
     )
+    max_sources: int = Field(
+        default=1000,
+        ge=1,
+        description="DLQs served at once; more non-empty ones wait for their turn (shown in `/healthz` and "
+        "`dlq_bridge_sources_waiting`), none is dropped.",
+    )
+    sticky_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="How long a drained DLQ stays tracked (and keeps its depth series) after it was last seen.",
+    )
+    quarantine_after: int = Field(
+        default=3,
+        ge=1,
+        description="Claims an entry may die or time out in; on the next claim it moves, unparsed, to "
+        "`dlq_bridge:quarantine:<ref>` with a static alert.",
+    )
+    entry_deadline_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Deadline of one entry's intake (normalize, redact, fingerprint), measured on a thread; "
+        "past it the entry is quarantined.",
+    )
 
     @model_validator(mode="after")
     def _heartbeat_outlives_interval(self) -> SourcesSettings:
         if self.heartbeat_ttl_s <= self.heartbeat_interval_s:
             raise ValueError("sources.heartbeat_ttl_s must be longer than heartbeat_interval_s")
         return self
+
+
+SeverityMode = Literal["ignore", "raise_only", "trust"]
+
+
+class SeveritySettings(BaseModel):
+    """`[severity]`: routed severity by queue glob, and what the model's assessment may do.
+
+    Keys other than `default` and `model` are queue globs, first match wins
+    (docs/design.md, section 5b).
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    __pydantic_extra__: dict[str, Severity] = Field(init=False)
+
+    default: Severity = Field(
+        default=Severity.ERROR,
+        description="Routed severity of queues no glob matches; further keys are queue globs "
+        "(`\"payments*\" = \"critical\"`), first match wins.",
+    )
+    model: SeverityMode = Field(
+        default="ignore",
+        description="What the model's severity may do: `ignore` (shown as an assessment only), `raise_only` "
+        "(may raise the routed severity), `trust` (replaces it). Risk: the model reads producer-written text, "
+        "so `raise_only` lets a dead letter page on-call and `trust` also lets it keep a real failure off the "
+        "pager.",
+    )
+
+    def for_queue(self, queue: str) -> Severity:
+        """The configured severity of `queue`: first matching glob, else `default`."""
+        for pattern, severity in (self.__pydantic_extra__ or {}).items():
+            if fnmatch.fnmatchcase(queue, pattern):
+                return severity
+        return self.default
+
+    def route(self, queue: str, assessment: Severity) -> Severity:
+        """The severity alerts are routed by: configuration, ± the model's assessment per `model`."""
+        configured = self.for_queue(queue)
+        if self.model == "trust":
+            return assessment
+        if self.model == "raise_only" and assessment.rank > configured.rank:
+            return assessment
+        return configured
 
 
 class OpenClawSettings(_Section):
@@ -395,11 +461,7 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
     sources: SourcesSettings = Field(default_factory=SourcesSettings)
-    severity: dict[str, Severity] = Field(
-        default_factory=lambda: {"default": Severity.ERROR},
-        description="Fallback severity; further keys are queue globs (`\"payments*\" = \"critical\"`), "
-        "first match wins.",
-    )
+    severity: SeveritySettings = Field(default_factory=SeveritySettings)
     openclaw: OpenClawSettings | None = None
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
@@ -427,11 +489,8 @@ class Settings(BaseSettings):
         return self
 
     def severity_for(self, queue: str) -> Severity:
-        """Fallback severity of `queue`: first matching glob, else `default`."""
-        for pattern, severity in self.severity.items():
-            if pattern != "default" and fnmatch.fnmatchcase(queue, pattern):
-                return severity
-        return self.severity.get("default", Severity.ERROR)
+        """Configured severity of `queue`: first matching glob, else `default`."""
+        return self.severity.for_queue(queue)
 
     def effective_sinks(self) -> list[SinkSettings]:
         """The configured sinks, or the console sink when none is configured."""

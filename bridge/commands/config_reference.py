@@ -25,12 +25,12 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from bridge.models import Severity
 from bridge.secret_fields import secret_spec
 from bridge.settings import Settings
 
 START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 DEFAULT_OVERRIDES = {"redis.consumer_id": "the host name (pod name in Kubernetes)"}
+
 
 def reference() -> str:
     """The Markdown table: section, key, type, default, description; ends with a newline."""
@@ -39,16 +39,7 @@ def reference() -> str:
         for key, field in model.model_fields.items():
             if not (prefix.startswith("sinks.") and key == "type"):
                 rows.append(_row(section, prefix, key, field))
-        if section == "[sources]":
-            rows.append(_severity_row())
     return "\n".join(rows) + "\n"
-
-
-def _severity_row() -> str:
-    default = Settings.model_fields["severity"].default_factory()  # type: ignore[call-arg,misc]
-    described = Settings.model_fields["severity"].description
-    field = FieldInfo(annotation=Severity, default=default["default"], description=described)
-    return _row("[severity]", "severity", "default", field)
 
 
 def sections() -> list[tuple[str, str, type[BaseModel]]]:

@@ -74,7 +74,7 @@ def test_alert(severity: Severity, consumer: str) -> Alert:
         source=SummarySource.FALLBACK,
         fallback_reason="send-test",
     )
-    return Alert(dead_letter=dead_letter, summary=summary, is_test=True)
+    return Alert(dead_letter=dead_letter, summary=summary, severity=severity, is_test=True)
 
 
 async def send_test(

@@ -96,7 +96,8 @@ async def run_async(
         dead_letter = normalize(raw, source_key, excerpt_max=settings.sources.excerpt_max_bytes)
         summary = await runtime.summarizer.summarize(dead_letter)
         url = runbook_url_builder(settings, runtime.runbooks)(summary.runbook_hint)
-        alert = Alert(dead_letter=dead_letter, summary=summary, runbook_url=url)
+        severity = settings.severity.route(dead_letter.queue, summary.severity)
+        alert = Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url)
         report(alert, render_sinks(runtime, alert), out, as_json=args.json)
     return EXIT_OK
 

@@ -17,9 +17,11 @@ def render_card(alert: Alert, *, color: bool = False) -> str:
     """The card as text: title, severity, queue, job, attempts, cause, steps, the entry's own
     text (last error, payload excerpt), runbook."""
     dl, summary = alert.dead_letter, alert.summary
-    severity = summary.severity.value.upper()
+    severity = alert.severity.value.upper()
     if color:
-        severity = f"{_COLORS[summary.severity.value]}{severity}{_RESET}"
+        severity = f"{_COLORS[alert.severity.value]}{severity}{_RESET}"
+    if summary.severity is not alert.severity:
+        severity += f"  (assessed {summary.severity.value})"
     source = summary.source.value
     if summary.fallback_reason:
         source += f" ({summary.fallback_reason})"

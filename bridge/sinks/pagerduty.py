@@ -65,6 +65,7 @@ def custom_details(alert: Alert) -> dict[str, Any]:
         "runbook_hint": summary.runbook_hint,
         "summary_source": summary.source.value,
         "fallback_reason": summary.fallback_reason,
+        "assessed_severity": summary.severity.value,
     }
 
 

@@ -77,7 +77,7 @@ def fields(alert: Alert) -> list[dict[str, Any]]:
     dl = alert.dead_letter
     job = f"{dl.job_name or '?'} (id {dl.job_id})"
     items = [
-        ("Severity", alert.severity.value.upper()),
+        ("Severity", severity_text(alert)),
         ("Queue", dl.queue),
         ("Job", job),
         ("Attempts", "?" if dl.attempts is None else str(dl.attempts)),
@@ -85,6 +85,12 @@ def fields(alert: Alert) -> list[dict[str, Any]]:
         ("First failed at", dl.first_failed_at or "—"),
     ]
     return [_field(label, esc(value, FIELD_CHARS)) for label, value in items][:MAX_FIELDS]
+
+
+def severity_text(alert: Alert) -> str:
+    """The routed severity; the summarizer's assessment beside it when it differs."""
+    routed, assessed = alert.severity, alert.summary.severity
+    return routed.value.upper() + ("" if assessed is routed else f" (assessed {assessed.value})")
 
 
 def runbook_text(alert: Alert) -> str:

@@ -39,6 +39,7 @@ def render_body(alert: Alert) -> dict[str, Any]:
         "id": message_id(alert.idempotency_key, dl.raw_digest),
         "idempotency_key": alert.idempotency_key,
         "test": alert.is_test,
+        "severity": alert.severity.value,
         "queue": dl.queue,
         "reported_queue": dl.reported_queue,
         "job_id": dl.job_id,

@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
 
 
+def entry_digest(raw: bytes) -> str:
+    """`<digest>`: the first 16 hex digits of SHA-256 of the raw entry (docs/design.md, section 2)."""
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class Claimed:
-    """One entry taken from a DLQ into this consumer's processing list."""
+    """One entry taken from a DLQ into this consumer's processing list.
+
+    `source_key` is byte-exact (`bridge.keys.decode`); `claims` counts how often
+    this entry was claimed without being finished, this claim included.
+    """
 
     source_key: str
     raw: bytes
     claimed_at: float = field(default=0.0, compare=False)
+    claims: int = field(default=1, compare=False)
+
+    @property
+    def digest(self) -> str:
+        return entry_digest(self.raw)
 
 
 class Source(Protocol):
@@ -23,6 +38,10 @@ class Source(Protocol):
 
     async def finish(self, claimed: Claimed) -> bool:
         """Atomically move the entry from processing to the archive."""
+        ...
+
+    async def quarantine(self, claimed: Claimed) -> bool:
+        """Atomically move the entry, unparsed, from processing to its quarantine list."""
         ...
 
     async def recover_own(self) -> int:
@@ -48,3 +67,7 @@ class Source(Protocol):
     async def rescan(self) -> list[str]: ...
 
     async def depths(self) -> dict[str, int]: ...
+
+    def waiting(self) -> int:
+        """Non-empty DLQs not served right now (over `max_sources`), waiting for their turn."""
+        ...

@@ -1,11 +1,14 @@
 """Redis list DLQs (`dead_letter:<queue>`), claimed with atomic moves.
 
 Claim:   LMOVE/BLMOVE <dlq> <processing> RIGHT LEFT
-Finish:  one Lua script: LREM processing → LPUSH archive → LTRIM archive
+Count:   one Lua script: INCR + EXPIRE of the entry's claim counter
+Finish:  one Lua script: LREM processing → LPUSH archive → LTRIM archive → DEL counter
+Quarantine: one Lua script: LREM processing → LPUSH quarantine → DEL counter
 Return:  LMOVE <processing> <dlq> LEFT RIGHT, one entry at a time
 
 Each step is one atomic command, so an entry is always in its DLQ, a
-processing list or the archive, whenever the process dies.
+processing list, the archive or the quarantine, whenever the process dies.
+Every script touches keys of the source's hash slot only.
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ import os
 import socket
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import redis.asyncio as redis
 
 from bridge import keys
 from bridge.settings import SourcesSettings
-from bridge.sources.base import Claimed
+from bridge.sources.base import Claimed, entry_digest
+from bridge.sources.tracking import SourceTracker
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +36,14 @@ local removed = redis.call('LREM', KEYS[1], -1, ARGV[1])
 if removed == 0 then return 0 end
 redis.call('LPUSH', KEYS[2], ARGV[1])
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[2]) - 1)
+redis.call('DEL', KEYS[3])
+return 1
+"""
+QUARANTINE_LUA = """
+local removed = redis.call('LREM', KEYS[1], -1, ARGV[1])
+if removed == 0 then return 0 end
+redis.call('LPUSH', KEYS[2], ARGV[1])
+redis.call('DEL', KEYS[3])
 return 1
 """
 RELEASE_LUA = """
@@ -39,79 +51,134 @@ local removed = redis.call('LREM', KEYS[1], -1, ARGV[1])
 if removed == 1 then redis.call('RPUSH', KEYS[2], ARGV[1]) end
 return removed
 """
+COUNT_CLAIM_LUA = """
+local n = redis.call('INCR', KEYS[1])
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return n
+"""
 IDLE_BLOCK_SINGLE_S = 1.0
-STICKY_S = 600.0
+PROBE_BATCH = 8  # cold sources tried with LMOVE per idle round, besides the one blocked on
+MIN_RESCAN_GAP_S = 0.25  # an idle claim loop rescans at most this often while DLQs wait for a turn
+CLAIMS_TTL_S = 7 * 24 * 3600
 
 
 class RedisListSource:
-    """All `dead_letter:*` lists, consumed fairly by one consumer id."""
+    """All `dead_letter:*` lists, consumed fairly by one consumer id.
+
+    Key names are kept byte-exact: text decoded with `surrogateescape`
+    (`keys.decode`), turned back into bytes (`keys.encode`) for every Redis call,
+    and shown through `keys.display`.
+    """
 
     def __init__(self, client: redis.Redis, settings: SourcesSettings, consumer: str) -> None:
         self._redis = client
         self._settings = settings
         self.consumer = consumer
-        self._sources: list[str] = []
-        self._last_seen: dict[str, float] = {}
-        self._cursor = 0
+        self._tracker = SourceTracker(settings.max_sources, settings.sticky_s)
+        self._scan_lock = asyncio.Lock()
+        self._last_scan = 0.0
         self._finish = client.register_script(FINISH_LUA)
+        self._quarantine = client.register_script(QUARANTINE_LUA)
         self._release = client.register_script(RELEASE_LUA)
+        self._count_claim = client.register_script(COUNT_CLAIM_LUA)
 
     @property
     def sources(self) -> list[str]:
-        return list(self._sources)
+        return self._tracker.sources
+
+    def waiting(self) -> int:
+        """Non-empty DLQs found beyond `max_sources`, waiting for their turn."""
+        return self._tracker.waiting
 
     async def rescan(self) -> list[str]:
-        """Discover DLQ lists by SCAN (never KEYS); keeps rotation order stable.
+        """Discover DLQ lists by SCAN (never KEYS); see `bridge.sources.tracking`.
 
-        Redis deletes a list when it empties, so a drained DLQ stays in rotation for
-        `STICKY_S` after it was last seen: its next dead letter is claimed at once
-        instead of waiting for a rescan.
+        Redis deletes a list when it empties, so a drained DLQ stays tracked for
+        `sources.sticky_s` after it was last seen: its next dead letter is claimed
+        soon without waiting for a rescan.
         """
-        now = time.monotonic()
-        async for key in self._redis.scan_iter(match=self._settings.match, count=1000, _type="list"):
-            name = key.decode("utf-8", errors="replace")
-            if not name.startswith(keys.PREFIX + ":"):
-                self._last_seen[name] = now
-        self._last_seen = {k: t for k, t in self._last_seen.items() if now - t < STICKY_S}
-        kept = [s for s in self._sources if s in self._last_seen]
-        self._sources = kept + sorted(set(self._last_seen) - set(kept))
+        async with self._scan_lock:
+            scan = self._tracker.begin_scan()
+            async for key in self._redis.scan_iter(match=self._settings.match, count=1000, _type="list"):
+                name = keys.decode(key)
+                if not name.startswith(keys.PREFIX + ":"):
+                    scan.see(name)
+            self._last_scan = time.monotonic()
+            self._tracker.end_scan(scan, self._last_scan)
         return self.sources
 
     async def claim(self) -> Claimed | None:
-        """Next entry, rotating over DLQs so a busy one cannot starve the others."""
-        count = len(self._sources)
-        for _ in range(count):
-            source = self._next_source()
-            raw = await self._redis.lmove(source, keys.processing(source, self.consumer), "RIGHT", "LEFT")
+        """Next entry: hot DLQs in turn (a busy one cannot starve the others), then idle work."""
+        tracker = self._tracker
+        for _ in range(tracker.hot_count):
+            if not tracker.hot_count:  # a rescan rotated sources out meanwhile
+                break
+            source = tracker.next_hot()
+            raw = await self._move(source)
             if raw is not None:
-                return Claimed(source, as_bytes(raw), time.monotonic())
+                return await self._claimed(source, raw)
+            tracker.cool(source)
+        if tracker.waiting and time.monotonic() - self._last_scan >= MIN_RESCAN_GAP_S:
+            await self.rescan()  # drained sources made room for DLQs waiting their turn
+            if tracker.hot_count:
+                return None
+        return await self._idle_claim()
+
+    async def _idle_claim(self) -> Claimed | None:
+        """No hot DLQ: probe a few cold ones, then block briefly on the next."""
+        tracker = self._tracker
+        count = tracker.cold_count()
         if count == 0:  # no DLQ yet: pause, or the claim loop spins a core until one appears
             await asyncio.sleep(self._settings.poll_interval_s)
             return None
-        return await self._block_on(self._next_source(), count)
-
-    async def _block_on(self, source: str, count: int) -> Claimed | None:
+        for source in tracker.probe_batch(PROBE_BATCH):
+            raw = await self._move(source)
+            if raw is not None:
+                return await self._claimed(source, raw)
+        if not tracker.cold_count():  # a rescan rotated sources out meanwhile
+            return None
+        source = tracker.next_cold()
         timeout = IDLE_BLOCK_SINGLE_S if count == 1 else self._settings.poll_interval_s
         raw = await self._redis.blmove(
-            source,
-            keys.processing(source, self.consumer),
+            keys.encode(source),  # type: ignore[arg-type]  # redis-py takes bytes keys
+            keys.encode(keys.processing(source, self.consumer)),  # type: ignore[arg-type]
             timeout,  # type: ignore[arg-type]  # Redis ≥ 6 takes fractional seconds
             "RIGHT",
             "LEFT",
         )
-        return None if raw is None else Claimed(source, as_bytes(raw), time.monotonic())
+        return None if raw is None else await self._claimed(source, raw)
 
-    def _next_source(self) -> str:
-        self._cursor = (self._cursor + 1) % len(self._sources)
-        return self._sources[self._cursor]
+    async def _move(self, source: str) -> bytes | str | None:
+        processing = keys.encode(keys.processing(source, self.consumer))
+        raw: bytes | str | None = await self._redis.lmove(
+            keys.encode(source), processing, "RIGHT", "LEFT"  # type: ignore[arg-type]  # bytes keys
+        )
+        return raw
+
+    async def _claimed(self, source: str, value: bytes | str) -> Claimed:
+        """Count the claim (crash between the move and the count: one claim uncounted)."""
+        raw = as_bytes(value)
+        claimed_at = time.monotonic()
+        self._tracker.heat(source, claimed_at)
+        key = keys.encode(keys.claims(source, entry_digest(raw)))
+        count = await self._count_claim(keys=[key], args=[CLAIMS_TTL_S])
+        return Claimed(source, raw, claimed_at, int(count))
 
     async def finish(self, claimed: Claimed) -> bool:
         """Archive the entry; False when it was no longer in our processing list."""
-        done = await self._finish(
-            keys=[keys.processing(claimed.source_key, self.consumer), keys.alerted(claimed.source_key)],
-            args=[claimed.raw, self._settings.archive_max],
-        )
+        names = self._entry_keys(claimed, keys.alerted)
+        done = await self._finish(keys=names, args=[claimed.raw, self._settings.archive_max])
         return bool(done)
+
+    async def quarantine(self, claimed: Claimed) -> bool:
+        """Move the entry, unparsed, to `dlq_bridge:quarantine:<ref>`; False when no longer ours."""
+        done = await self._quarantine(keys=self._entry_keys(claimed, keys.quarantine), args=[claimed.raw])
+        return bool(done)
+
+    def _entry_keys(self, claimed: Claimed, target: Callable[[str], str]) -> list[bytes]:
+        source = claimed.source_key
+        names = [keys.processing(source, self.consumer), target(source), keys.claims(source, entry_digest(claimed.raw))]
+        return [keys.encode(name) for name in names]
 
     async def own_entries(self) -> Counter[tuple[str, bytes]]:
         """Everything in this consumer's processing lists, as (source key, raw) counts."""
@@ -119,13 +186,14 @@ class RedisListSource:
         async for key in self._processing_keys(f"{keys.PREFIX}:processing:*:{self.consumer}"):
             parsed = keys.parse_processing(key)
             if parsed is not None and parsed.consumer == self.consumer:
-                for raw in await self._redis.lrange(key, 0, -1):
+                for raw in await self._redis.lrange(keys.encode(key), 0, -1):
                     found[(parsed.source_key, as_bytes(raw))] += 1
         return found
 
     async def release(self, source_key: str, raw: bytes) -> bool:
         """Atomically return one claimed entry to the right end of its DLQ."""
-        moved = await self._release(keys=[keys.processing(source_key, self.consumer), source_key], args=[raw])
+        names = [keys.processing(source_key, self.consumer), source_key]
+        moved = await self._release(keys=[keys.encode(n) for n in names], args=[raw])
         return bool(moved)
 
     async def recover_own(self) -> int:
@@ -153,7 +221,7 @@ class RedisListSource:
 
     async def _processing_keys(self, match: str = keys.PROCESSING_MATCH) -> AsyncIterator[str]:
         async for key in self._redis.scan_iter(match=match, count=1000, _type="list"):
-            yield key.decode("utf-8", errors="replace")
+            yield keys.decode(key)
 
     async def heartbeat(self) -> None:
         info = {"host": socket.gethostname(), "pid": os.getpid(), "at": time.time()}
@@ -163,11 +231,15 @@ class RedisListSource:
         await self._redis.delete(keys.heartbeat(self.consumer))
 
     async def depths(self) -> dict[str, int]:
+        """Depth of every tracked DLQ; only lists the last scan found non-empty are asked."""
+        present = [s for s in self._tracker.sources if s in self._tracker.present]
         async with self._redis.pipeline(transaction=False) as pipe:
-            for source in self._sources:
-                pipe.llen(source)
-            lengths = await pipe.execute()
-        return dict(zip(self._sources, (int(n) for n in lengths), strict=True))
+            for source in present:
+                pipe.llen(keys.encode(source))
+            lengths = await pipe.execute() if present else []
+        depths = dict.fromkeys(self._tracker.sources, 0)
+        depths.update(zip(present, (int(n) for n in lengths), strict=True))
+        return depths
 
 
 def as_bytes(value: bytes | str) -> bytes:
@@ -177,6 +249,7 @@ def as_bytes(value: bytes | str) -> bytes:
 async def return_entries(client: redis.Redis, processing_key: str, source_key: str) -> int:
     """Move a processing list back to the right end of its DLQ, oldest claim last-out."""
     moved = 0
-    while await client.lmove(processing_key, source_key, "LEFT", "RIGHT") is not None:
+    source, processing = keys.encode(source_key), keys.encode(processing_key)
+    while await client.lmove(processing, source, "LEFT", "RIGHT") is not None:  # type: ignore[arg-type]
         moved += 1
     return moved
