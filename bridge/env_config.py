@@ -61,6 +61,8 @@ def setting_variables(model: type[BaseModel], prefix: str = ENV_PREFIX) -> tuple
             more, more_open = setting_variables(sub, variable + "__")
             exact |= more
             open_prefixes |= more_open
+            if sub.model_config.get("extra") == "allow":  # e.g. [severity]: queue globs as keys
+                open_prefixes.add(variable + "__")
         elif _is_dict(field.annotation):
             open_prefixes.add(variable + "__")
     return exact, open_prefixes

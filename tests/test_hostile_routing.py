@@ -83,10 +83,10 @@ def test_a_producer_cannot_keep_payments_off_pagerduty_or_page_from_emails(
             "openclaw": {"url": gw.url, "token": "t", "calls_per_minute": 0},
             "sinks": [
                 {"name": "pd", "type": "pagerduty", "routing_key": "rk", "events_url": f"{pd.url}/pd",
-                 "min_severity": "error"},
+                 "min_severity": "error", "group_by": "none"},
                 {"name": "hook", "type": "webhook", "url": f"{wh.url}/hook", "secret": "s"},
                 {"name": "slack", "type": "slack", "url": f"{sl.url}/slack", "min_severity": "warning",
-                 "messages_per_second": 50},
+                 "messages_per_second": 50, "group_by": "none"},
             ],
         })
         proc = start_bridge(["--config", str(cfg), "run"])
@@ -97,7 +97,9 @@ def test_a_producer_cannot_keep_payments_off_pagerduty_or_page_from_emails(
             assert wait_for(lambda: len(hook.requests) == 1, 20)
             for i in range(1, 4):
                 clean_redis.lpush("dead_letter:payments", json.dumps({**FAILURE, "job_id": f"pay-{i}"}))
-            clean_redis.lpush("dead_letter:emails", json.dumps({**FAILURE, "job_id": "page-me"}))
+            # Its own cause (the fingerprint is per DLQ and cause), so the model is asked afresh.
+            page_me = {**FAILURE, "job_id": "page-me", "last_error": "SMTPAuthError: relay refused the login"}
+            clean_redis.lpush("dead_letter:emails", json.dumps(page_me))
             assert wait_for(lambda: len(hook.requests) == 5, 20)
             assert wait_for(lambda: len(pagerduty.requests) >= 3, 20)
             time.sleep(0.5)
