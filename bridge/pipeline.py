@@ -1,4 +1,8 @@
-"""The pipeline loop: claim → normalize → summarize → dispatch → finish.
+"""The pipeline loop: claim → normalize → summarize → hand-off (finish).
+
+The hand-off archives the entry and queues its alert for every routed sink
+in one step; each sink's worker (`bridge.delivery.worker`) then delivers at
+its own pace, so the drain never waits on a sink (docs/design.md, section 5b).
 
 One claimer takes entries only while a worker slot is free, so in-flight work
 (and memory) is bounded by `sources.concurrency`. Upkeep loops (heartbeat,
@@ -19,7 +23,9 @@ from redis.exceptions import RedisError
 
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.undeliverable import UndeliverableStore
+from bridge.delivery.worker import Delivery
 from bridge.envelope import normalize, raw_digest
+from bridge.handoff import HandOff
 from bridge.health import Health, Status
 from bridge.metrics import Metrics
 from bridge.models import Alert, DeadLetter
@@ -61,8 +67,13 @@ class Pipeline:
         metrics: Metrics,
         health: Health,
         runbook_url: Callable[[str], str | None] = lambda _hint: None,
+        *,
+        handoff: HandOff,
+        delivery: Delivery | None = None,
     ) -> None:
         self._source = source
+        self._handoff = handoff
+        self._delivery = delivery
         self._undeliverable = undeliverable
         self._summarizer = summarizer
         self._dispatcher = dispatcher
@@ -78,8 +89,14 @@ class Pipeline:
         self.last_tick = time.monotonic()
 
     async def run(self, stop: asyncio.Event, *, burst: bool = False) -> None:
-        """Claim until `stop`; then wait for in-flight entries (the caller bounds the wait)."""
+        """Claim until `stop`; then wait for in-flight entries (the caller bounds the wait).
+
+        The sink workers run alongside; in burst mode the run ends once the DLQs and
+        every sink queue are empty.
+        """
         await self._start()
+        delivery_stop = asyncio.Event()
+        delivery = asyncio.create_task(self._delivery.run(delivery_stop)) if self._delivery else None
         upkeep = [
             asyncio.create_task(self._every(self._settings.heartbeat_interval_s, self._source.heartbeat, stop)),
             asyncio.create_task(self._every(self._settings.rescan_interval_s, self._rescan, stop)),
@@ -89,13 +106,23 @@ class Pipeline:
         try:
             await self._claim_loop(stop, burst)
             await self.drain_in_flight()
+            await self._stop_delivery(delivery, delivery_stop, burst)
         finally:
             # Cancelled (grace period over): in-flight entries stay in the processing list.
-            leftovers = [*upkeep, *self._in_flight]
+            leftovers = [*upkeep, *self._in_flight, *([delivery] if delivery else [])]
             for task in leftovers:
                 task.cancel()
             await asyncio.gather(*leftovers, return_exceptions=True)
         await self._source.drop_heartbeat()  # leftovers may be reaped at once
+
+    async def _stop_delivery(self, task: asyncio.Task[None] | None, stop: asyncio.Event, burst: bool) -> None:
+        """Burst mode first waits for empty sink queues; then in-flight deliveries finish."""
+        if task is None or self._delivery is None:
+            return
+        if burst:
+            await self._delivery.wait_idle()
+        stop.set()
+        await task
 
     async def _start(self) -> None:
         backoff = Backoff()
@@ -211,8 +238,8 @@ class Pipeline:
         """One entry end to end; Redis outages are waited out, the entry is kept."""
         dead_letter = await self._normalize(claimed)
         alert = await self._alert_for(dead_letter)
-        await self._dispatcher.dispatch(alert)
-        await self._finish(claimed)
+        routed = [route.sink.name for route in self._dispatcher.routed(alert)]
+        await self._hand_off(claimed, alert, routed)
         outcome = "poison" if dead_letter.parse_error else "alerted"
         self._metrics.entries.labels(outcome).inc()
         self._metrics.entry_seconds.observe(time.monotonic() - claimed.claimed_at)
@@ -230,6 +257,18 @@ class Pipeline:
         self._metrics.summaries.labels(summary.source.value, summary.fallback_reason or "").inc()
         url = self._runbook_url(summary.runbook_hint) if summary.runbook_hint else None
         return Alert(dead_letter=dead_letter, summary=summary, runbook_url=url)
+
+    async def _hand_off(self, claimed: Claimed, alert: Alert, routed: list[str]) -> None:
+        """Archive the entry and queue its alert for every routed sink, in one step."""
+        backoff = Backoff()
+        while True:
+            try:
+                if not await self._handoff.finish(claimed, alert, routed):
+                    log.info("entry %s was reaped while in flight; it will be re-processed", claimed.source_key)
+                return
+            except REDIS_ERRORS as exc:
+                self._redis_down(exc)
+                await backoff.wait()
 
     async def _finish(self, claimed: Claimed) -> None:
         backoff = Backoff()

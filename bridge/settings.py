@@ -173,6 +173,12 @@ class DeliverySettings(_Section):
     deadline_s: float = Field(default=900.0, gt=0)
     request_timeout_s: float = Field(default=10.0, gt=0)
     ledger_ttl_s: int = Field(default=7 * 24 * 3600, ge=60)
+    # Sink queues (docs/design.md, section 5b): deliveries in flight per sink and replica,
+    # for unpaced sinks (webhook, console) and for paced ones (slack, pagerduty).
+    sink_concurrency: int = Field(default=32, ge=1, le=1000)
+    paced_sink_concurrency: int = Field(default=4, ge=1, le=100)
+    lease_s: float = Field(default=15.0, ge=1)
+    queue_stale_s: float = Field(default=300.0, gt=0)
 
 
 class HttpSettings(_Section):

@@ -1,4 +1,4 @@
-"""One alert to one sink: ledger check, paced attempts with retries, ledger mark.
+"""One alert (or one group notification) to one sink: ledger check, paced attempts with retries, ledger mark.
 
 Outcomes: `delivered` (a 2xx, now in the ledger), `duplicate` (the ledger
 already had it), `undeliverable` (permanent error, attempts or deadline used
@@ -12,10 +12,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 from tenacity import RetryCallState
 
+from bridge import keys
 from bridge.delivery.ledger import Ledger
 from bridge.delivery.pacing import Pacer
 from bridge.delivery.retry import retrying
@@ -29,6 +30,21 @@ from bridge.sinks.base import Sink
 log = logging.getLogger(__name__)
 
 Outcome = Literal["delivered", "duplicate", "undeliverable"]
+Send = Callable[[], Awaitable[None]]
+
+
+class NotificationLike(Protocol):
+    """What delivery needs of a group notification (`bridge.models.Notification`, docs/design.md, section 5b)."""
+
+    @property
+    def ledger_key(self) -> str: ...
+
+    @property
+    def first(self) -> Alert: ...
+
+
+class GroupSink(Protocol):
+    async def send_group(self, notification: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -73,19 +89,33 @@ class Deliverer:
         if ledger is not None and await ledger.delivered(name, alert):
             log.info("sink %s: %s already delivered (ledger)", name, alert.idempotency_key)
             return Result(name, "duplicate", 0)
-        result = await self._attempts(route, alert)
+        result = await self._attempts(route, lambda: route.sink.send(alert))
         if result.outcome == "delivered" and ledger is not None:
             await ledger.mark(name, alert)
         return result
 
-    async def _attempts(self, route: Route, alert: Alert) -> Result:
+    async def deliver_notification(self, route: Route, notification: NotificationLike) -> Result:
+        """Like `deliver`, for a group notification: ledger key from `notification.ledger_key`."""
+        name = route.sink.name
+        ledger = self._ledger if route.use_ledger else None
+        key = keys.delivered(name, notification.ledger_key, notification.first.dead_letter.raw_digest)
+        if ledger is not None and await ledger.delivered_at(key):
+            log.info("sink %s: %s already delivered (ledger)", name, notification.ledger_key)
+            return Result(name, "duplicate", 0)
+        sink: GroupSink = route.sink  # type: ignore[assignment]  # every sink has send_group (section 5b)
+        result = await self._attempts(route, lambda: sink.send_group(notification))
+        if result.outcome == "delivered" and ledger is not None:
+            await ledger.mark_at(key)
+        return result
+
+    async def _attempts(self, route: Route, send: Send) -> Result:
         name, count = route.sink.name, 0
         controller = retrying(self.settings, before_sleep=self._log_retry(name), sleep=self._sleep)
         try:
             async for attempt in controller:
                 with attempt:
                     count += 1
-                    await self._one(route, alert)
+                    await self._one(route, send)
         except SinkError as exc:
             self._health.set(f"sink:{name}", Status.DEGRADED, f"undeliverable: {short(exc)}")
             log.warning("sink %s: undeliverable after %d attempt(s): %s", name, count, short(exc))
@@ -93,12 +123,12 @@ class Deliverer:
         self._health.set(f"sink:{name}", Status.OK, "delivered")
         return Result(name, "delivered", count)
 
-    async def _one(self, route: Route, alert: Alert) -> None:
+    async def _one(self, route: Route, send: Send) -> None:
         name = route.sink.name
         if route.pacer is not None:
             await route.pacer.wait()
         try:
-            await route.sink.send(alert)
+            await send()
         except SinkRetryable as exc:
             self._metrics.delivery_attempts.labels(name, "retryable").inc()
             self._health.set(f"sink:{name}", Status.DEGRADED, f"retrying: {short(exc)}")

@@ -33,17 +33,24 @@ class Ledger:
         return keys.delivered(sink, alert.idempotency_key, alert.dead_letter.raw_digest)
 
     async def delivered(self, sink: str, alert: Alert) -> bool:
-        return bool(await self._redis.exists(self.key(sink, alert)))
+        return await self.delivered_at(self.key(sink, alert))
+
+    async def delivered_at(self, key: str) -> bool:
+        """By ledger key (a group notification's, docs/design.md section 5b)."""
+        return bool(await self._redis.exists(key))
 
     async def mark(self, sink: str, alert: Alert) -> None:
         """Record a success; a few quick tries, shielded from cancellation, then raise."""
-        await asyncio.shield(self._mark_with_tries(sink, alert))
+        await self.mark_at(self.key(sink, alert))
 
-    async def _mark_with_tries(self, sink: str, alert: Alert) -> None:
+    async def mark_at(self, key: str) -> None:
+        await asyncio.shield(self._mark_with_tries(key))
+
+    async def _mark_with_tries(self, key: str) -> None:
         value = json.dumps({"at": time.time()})
         for attempt in range(MARK_TRIES):
             try:
-                await self._redis.set(self.key(sink, alert), value, nx=True, ex=self._ttl_s)
+                await self._redis.set(key, value, nx=True, ex=self._ttl_s)
                 return
             except RedisError:
                 if attempt == MARK_TRIES - 1:
