@@ -164,7 +164,6 @@ async def test_cancelling_the_pipeline_cancels_in_flight_deliveries_and_puts_the
     deliveries go back to the sink queue, ready for the next run (docs/design.md, section 5b).
     """
     from bridge.delivery.queue import SinkQueue
-
     from tests.support.http_server import serve
     from tests.support.receiver import Receiver, Reply
 
