@@ -236,14 +236,25 @@ class Delivery:
             await asyncio.gather(*upkeep, return_exceptions=True)
 
     async def wait_idle(self, poll_s: float = 0.05) -> None:
-        """Until the outboxes are forwarded and every sink queue is empty with nothing in flight."""
-        await self.handoff.sweep(0.0)
+        """Until the outboxes are forwarded and every sink queue is empty with nothing in flight.
+
+        Redis outages are waited out (burst mode must not end with alerts still queued).
+        """
+        swept = False
         while True:
-            if not any(w.busy for w in self.workers.values()):
-                stats = await self.monitor.check()
-                if all(s.depth == 0 for s in stats.values()):
+            try:
+                if not swept:
+                    await self.handoff.sweep(0.0)
+                    swept = True
+                if swept and not any(w.busy for w in self.workers.values()) and await self._all_empty():
                     return
+            except REDIS_ERRORS as exc:
+                log.warning("waiting for empty sink queues: Redis unavailable (%s)", type(exc).__name__)
+                await asyncio.sleep(ERROR_PAUSE_S)
             await asyncio.sleep(poll_s)
+
+    async def _all_empty(self) -> bool:
+        return all(s.depth == 0 for s in (await self.monitor.check()).values())
 
 
 async def every(interval: float, job: Callable[[], Awaitable[object]], stop: asyncio.Event) -> None:
