@@ -109,3 +109,17 @@ async def test_stats_give_the_oldest_item_across_severities_and_leases(aredis: a
     stats = await queue.stats()
     assert (stats.ready, stats.leased, stats.oldest_ms) == (0, 3, NOW_MS - 60_000)
     assert stats.oldest_age_s(NOW_MS) == 60.0
+
+
+def test_every_script_touches_one_cluster_slot() -> None:
+    """The hand-off (source's slot) and the sink-queue scripts (sink's slot) each stay in one slot."""
+    from redis.crc import key_slot
+
+    from bridge import keys
+
+    for source in ("dead_letter:orders", "dead_letter:{carts}:eu"):
+        handoff = [keys.processing(source, "pod-1"), keys.alerted(source), keys.outbox(source)]
+        assert len({key_slot(k.encode()) for k in handoff}) == 1, handoff
+        assert keys.parse_outbox(keys.outbox(source)) == source
+    queue = keys.sink_queue("slack")
+    assert len({key_slot(k.encode()) for k in (queue.ready, queue.leased, queue.items)}) == 1

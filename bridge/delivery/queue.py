@@ -16,7 +16,8 @@ urgency band never reaches into the next one, and every score stays below
 ms` would not: 1.7e12 ms spans 170 priorities.
 
 Take: one script re-queues expired leases, pops the lowest scores and leases
-them. Ack: one script drops the item. Every script touches one slot.
+them (an id already leased is skipped). Ack: one script drops a batch of
+items. Every script touches one slot.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time
 from dataclasses import dataclass
 
 import redis.asyncio as redis
+from redis.asyncio.client import Pipeline
 
 from bridge import keys
 from bridge.models import Severity
@@ -59,7 +61,7 @@ local popped = redis.call('ZPOPMIN', KEYS[1], n)
 local out = {}
 for i = 1, #popped, 2 do
   local body = redis.call('HGET', KEYS[3], popped[i])
-  if body then
+  if body and not redis.call('ZSCORE', KEYS[2], popped[i]) then
     redis.call('ZADD', KEYS[2], until_ms, popped[i])
     out[#out + 1] = popped[i]
     out[#out + 1] = body
@@ -69,9 +71,9 @@ return out
 """
 
 ACK_LUA = """
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[1], ARGV[1])
-return redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[2], unpack(ARGV))
+redis.call('ZREM', KEYS[1], unpack(ARGV))
+return redis.call('HDEL', KEYS[3], unpack(ARGV))
 """
 
 RELEASE_LUA = _ORDER_LUA + """
@@ -111,6 +113,12 @@ def order_score(urgency_: int, ms: int) -> int:
     if not 0 <= urgency_ <= MAX_URGENCY or not 0 <= ms < BAND:
         raise ValueError("urgency or ms out of range")
     return urgency_ * BAND + ms
+
+
+def order_of(item: str) -> int:
+    """The ready score of an item id (`<urgency>:<ms>:…`)."""
+    urgency_, ms, _rest = item.split(":", 2)
+    return order_score(int(urgency_), int(ms))
 
 
 def item_id(severity: Severity, ms: int, idempotency_key: str, digest: str) -> str:
@@ -171,8 +179,20 @@ class SinkQueue:
         flat = await self._take(keys=self._all, args=[at, at + self._lease_ms, n, REQUEUE_PER_TAKE])
         return [Taken(_text(flat[i]), _text(flat[i + 1])) for i in range(0, len(flat), 2)]
 
-    async def ack(self, item: str) -> None:
-        await self._ack(keys=self._all, args=[item])
+    async def ack(self, *items: str) -> None:
+        """Drop delivered items (one script for a batch)."""
+        if items:
+            await self._ack(keys=self._all, args=list(items))
+
+    def forward(self, pipe: Pipeline, item: str, body: str) -> None:
+        """Queue `item` on a (non-transactional) pipeline: HSET, then ZADD NX (docs/design.md, section 5b).
+
+        Plain commands, no script: a scripted pipeline costs a SCRIPT EXISTS round trip.
+        A crash between the two leaves the parcel in the outbox, and its repeat adds the
+        ZADD; a repeat while the item is leased is skipped by `take`.
+        """
+        pipe.hset(self.keys.items, item, body)
+        pipe.zadd(self.keys.ready, {item: order_of(item)}, nx=True)
 
     async def renew(self, items: list[str]) -> None:
         """Push the lease of items still in flight forward (only those still leased)."""

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 REDIS_ERRORS = (RedisError, OSError)
 IDLE_POLL_S = 0.25
+ACK_DELAY_S = 0.005
 GROUP_POLL_S = 0.5
 ERROR_PAUSE_S = 1.0
 SWEEP_EVERY_S = 5.0
@@ -88,6 +89,9 @@ class SinkWorker:
         self._wake = asyncio.Event()
         self._in_flight: dict[str, asyncio.Task[None]] = {}
         self._notifying: set[asyncio.Task[None]] = set()
+        self._to_ack: list[str] = []
+        self._acking: set[str] = set()
+        self._acker: asyncio.Task[None] | None = None
 
     @property
     def name(self) -> str:
@@ -95,7 +99,7 @@ class SinkWorker:
 
     @property
     def busy(self) -> bool:
-        return bool(self._in_flight or self._notifying)
+        return bool(self._in_flight or self._notifying or self._to_ack or self._acking)
 
     def nudge(self) -> None:
         self._wake.set()
@@ -118,8 +122,9 @@ class SinkWorker:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        if unfinished:
-            with contextlib.suppress(*REDIS_ERRORS):
+        with contextlib.suppress(*REDIS_ERRORS):
+            await asyncio.shield(self._flush_acks())
+            if unfinished:
                 await asyncio.shield(self.queue.release(unfinished))
 
     async def _take_loop(self, stop: asyncio.Event) -> None:
@@ -160,12 +165,33 @@ class SinkWorker:
                 await self._grouper.add(alert)
             else:
                 await self._dispatcher.deliver_one(self.route, alert)
-            await self.queue.ack(item.id)
+            self._ack_soon(item.id)
         except REDIS_ERRORS as exc:  # stays leased: taken again when the lease runs out
             log.warning("sink %s: outcome of %s not recorded (%s); it will be retried",
                         self.name, alert.idempotency_key, type(exc).__name__)
         except Exception:
             log.exception("sink %s: delivery error on %s; it will be retried", self.name, alert.idempotency_key)
+
+    def _ack_soon(self, item: str) -> None:
+        """Acks of items finished within a few ms go out as one script call."""
+        self._to_ack.append(item)
+        if self._acker is None or self._acker.done():
+            self._acker = asyncio.create_task(self._ack_after(ACK_DELAY_S))
+
+    async def _ack_after(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        try:
+            await self._flush_acks()
+        except REDIS_ERRORS as exc:  # still leased: taken again after the lease; the ledger stops a resend
+            log.warning("sink %s: ack failed (%s); those items will be retried", self.name, type(exc).__name__)
+
+    async def _flush_acks(self) -> None:
+        batch, self._to_ack = self._to_ack, []
+        self._acking.update(batch)
+        try:
+            await self.queue.ack(*batch)
+        finally:
+            self._acking.difference_update(batch)
 
     async def _unreadable(self, item: Taken) -> None:
         """An item this version cannot read: keep it as an undeliverable record, then drop it."""
@@ -181,7 +207,7 @@ class SinkWorker:
         while not stop.is_set():
             await pause(stop, asyncio.Event(), self._lease_s / 3)
             try:
-                await self.queue.renew(list(self._in_flight))
+                await self.queue.renew([*self._in_flight, *self._to_ack, *self._acking])
             except REDIS_ERRORS as exc:
                 log.warning("sink %s: lease renewal failed (%s)", self.name, type(exc).__name__)
 
@@ -231,6 +257,8 @@ class Delivery:
         try:
             await asyncio.gather(*(w.run(stop) for w in self.workers.values()))
         finally:
+            with contextlib.suppress(*REDIS_ERRORS):
+                await asyncio.shield(self.handoff.flush())
             for task in upkeep:
                 task.cancel()
             await asyncio.gather(*upkeep, return_exceptions=True)
