@@ -123,11 +123,19 @@ class HandOff:
             self._flusher = asyncio.create_task(self._flush_soon())
 
     async def _flush_soon(self) -> None:
-        await asyncio.sleep(FLUSH_DELAY_S)  # gather the HDELs of concurrent hand-offs
-        try:
-            await self.flush()
-        except RedisError as exc:  # the parcels stay; a sweep forwards them again (harmless)
-            log.warning("outbox cleanup failed (%s); the sweep will repeat it", type(exc).__name__)
+        """Until nothing is left: parcels forwarded during a flush go in the next round."""
+        while self._forwarded:
+            await asyncio.sleep(FLUSH_DELAY_S)  # gather the HDELs of concurrent hand-offs
+            try:
+                await self.flush()
+            except RedisError as exc:  # the parcels stay; a sweep forwards them again (harmless)
+                log.warning("outbox cleanup failed (%s); the sweep will repeat it", type(exc).__name__)
+
+    async def _settle(self) -> None:
+        """Wait for a cleanup under way, then clean up what is left."""
+        if self._flusher is not None and not self._flusher.done():
+            await asyncio.shield(self._flusher)
+        await self.flush()
 
     async def flush(self) -> None:
         """Drop forwarded parcels from their outboxes: one HDEL per outbox."""
@@ -146,7 +154,7 @@ class HandOff:
 
     async def sweep(self, older_than_s: float) -> int:
         """Forward outbox parcels older than `older_than_s` (left by a crash or an error)."""
-        await self.flush()  # our own forwarded parcels are not repeated
+        await self._settle()  # our own forwarded parcels are not repeated
         cutoff, moved = now_ms() - int(older_than_s * 1000), 0
         async for raw_key in self._redis.scan_iter(match=keys.OUTBOX_MATCH, count=1000, _type="hash"):
             outbox = raw_key.decode("utf-8", errors="replace")

@@ -159,3 +159,40 @@ async def test_the_monitor_shows_a_stale_sink_queue_as_degraded_and_sets_the_gau
     await monitor.check()
     assert health.snapshot()["sink_queue:slack"] == {"status": "ok"}
     assert not health.failing(), "a lagging sink is degraded, never failing: the bridge still drains"
+
+
+class StaggeredSink:
+    """Answers after 0-4 ms, so deliveries finish while earlier acks are on their way."""
+
+    def __init__(self) -> None:
+        self.name = "staggered"
+        self.sent: list[str] = []
+
+    def render(self, alert: Alert) -> dict[str, Any]:
+        return {"job": alert.dead_letter.job_id}
+
+    async def send(self, alert: Alert) -> None:
+        await asyncio.sleep(len(self.sent) % 5 / 1000)
+        self.sent.append(alert.dead_letter.job_id)
+
+
+async def test_every_item_is_acked_even_when_acks_arrive_during_a_flush(aredis: aioredis.Redis) -> None:
+    """Many staggered deliveries: acks that come in while a batch is being acked are not left behind."""
+    sink = StaggeredSink()
+    route = Route(ConsoleSinkSettings(name="staggered", type="console"), sink, use_ledger=False)  # type: ignore[arg-type]
+    metrics = Metrics()
+    dispatcher = Dispatcher([route], Deliverer(DeliverySettings(), None, metrics, Health()), None, metrics)
+    queue = SinkQueue(aredis, "staggered", lease_s=120)
+    for i in range(300):
+        await enqueue(queue, make_alert(job_id=f"c{i}"))
+    worker = SinkWorker(route, queue, dispatcher, concurrency=16, lease_s=120)
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        async with asyncio.timeout(20):  # a forgotten ack would hold its item for the whole 120 s lease
+            while len(sink.sent) < 300 or worker.busy or (await queue.stats()).depth:
+                await asyncio.sleep(0.02)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    assert sorted(sink.sent) == sorted(f"c{i}" for i in range(300))

@@ -179,11 +179,13 @@ class SinkWorker:
             self._acker = asyncio.create_task(self._ack_after(ACK_DELAY_S))
 
     async def _ack_after(self, delay: float) -> None:
-        await asyncio.sleep(delay)
-        try:
-            await self._flush_acks()
-        except REDIS_ERRORS as exc:  # still leased: taken again after the lease; the ledger stops a resend
-            log.warning("sink %s: ack failed (%s); those items will be retried", self.name, type(exc).__name__)
+        """Flush until nothing is left: acks added during a flush go out in the next round."""
+        while self._to_ack:
+            await asyncio.sleep(delay)
+            try:
+                await self._flush_acks()
+            except REDIS_ERRORS as exc:  # still leased: taken again after the lease; the ledger stops a resend
+                log.warning("sink %s: ack failed (%s); those items will be retried", self.name, type(exc).__name__)
 
     async def _flush_acks(self) -> None:
         batch, self._to_ack = self._to_ack, []
