@@ -12,6 +12,7 @@ import httpx
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
+from redis.exceptions import RedisError
 
 from bridge.health import Status
 from bridge.runtime import Runtime, open_runtime
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 
 REDIS_PING_TIMEOUT_S = 1.0
 LOOP_STALL_S = 30.0
+IDLE_EXIT_S = 0.5  # on SIGTERM: nothing in flight this long, stop without waiting for Redis
 
 
 def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
@@ -71,15 +73,45 @@ async def _probe(runtime: Runtime) -> None:
 
 
 async def _stop_pipeline(runtime: Runtime, stop: asyncio.Event, task: asyncio.Task[None], grace_s: float) -> None:
-    """Stop claiming; let in-flight entries finish within the grace period, else leave them."""
+    """Stop claiming; let in-flight entries finish within the grace period, else leave them.
+
+    Once nothing is in flight for IDLE_EXIT_S the wait ends at once, even while
+    Redis is down (the pipeline would otherwise retry until the grace period is
+    over): an entry whose claim was under way stays in the processing list and
+    is returned at the next start or by another bridge's reaper.
+    """
     stop.set()
-    try:
-        await asyncio.wait_for(asyncio.shield(task), timeout=grace_s)
-    except TimeoutError:
+    if not await _finished_or_idle(runtime, task, time.monotonic() + grace_s):
         log.warning("grace period over: leaving in-flight entries in the processing list")
+    if not task.done():
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
-    except Exception:
-        log.exception("pipeline stopped with an error")
+    elif not task.cancelled() and task.exception() is not None:
+        _log_stop_error(task.exception())
     log.info("pipeline stopped after %d entries", runtime.pipeline.processed)
+
+
+def _log_stop_error(exc: BaseException | None) -> None:
+    if isinstance(exc, (RedisError, OSError)):  # e.g. dropping the heartbeat; it expires by itself
+        log.warning("pipeline stopped while Redis was unavailable (%s)", type(exc).__name__)
+    else:
+        log.error("pipeline stopped with an error", exc_info=exc)
+
+
+async def _finished_or_idle(runtime: Runtime, task: asyncio.Task[None], deadline: float) -> bool:
+    """Wait until the pipeline task ends or has had nothing in flight for a moment; False at `deadline`."""
+    idle_since: float | None = None
+    while not task.done():
+        now = time.monotonic()
+        if now >= deadline:
+            return False
+        if runtime.pipeline.in_flight:
+            idle_since = None
+        elif idle_since is None:
+            idle_since = now
+        elif now - idle_since >= IDLE_EXIT_S:
+            log.info("nothing in flight: stopping now")
+            return True
+        await asyncio.wait({task}, timeout=min(0.1, deadline - now))
+    return True

@@ -1,6 +1,7 @@
 """The `dlq-bridge` command line: run the service and operate it.
 
-Exit codes: 0 success, 1 a check or operation failed, 2 bad configuration or usage.
+Exit codes are defined in bridge/exit_codes.py (0 ok, 1 failed, 2 bad
+configuration or usage, 3 `run` could not start, 4 not found).
 """
 
 from __future__ import annotations
@@ -9,15 +10,18 @@ import argparse
 import asyncio
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bridge.commands import check, peek, redrive, send_test, summarize, undeliverable
 from bridge.errors import ConfigError
-from bridge.settings import Settings, load_settings
+from bridge.exit_codes import EXIT_OK, EXIT_START, EXIT_USAGE, exit_codes_help
+from bridge.settings import Settings, load_settings, unknown_env_variables
+from bridge.untrusted import SafeFormatter
 
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+log = logging.getLogger("bridge.cli")
 
 EPILOG = """examples:
   dlq-bridge demo                         # sample dead letters through the pipeline, cards on stdout
@@ -25,8 +29,7 @@ EPILOG = """examples:
   dlq-bridge run --config bridge.toml     # with your Redis, OpenClaw and sinks
   DLQ_BRIDGE_CONFIG=bridge.toml dlq-bridge check
 
-exit codes: 0 ok, 1 failed, 2 bad configuration or usage
-"""
+""" + exit_codes_help()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,8 +67,10 @@ def _run_args(parser: argparse.ArgumentParser) -> None:
 
 Serves GET /healthz (200 ok, 503 when Redis is unreachable or the loop stalls) and
 GET /metrics. SIGTERM or Ctrl-C: stop claiming, finish in-flight entries within
-server.grace_s, leave the rest claimed for the next start, exit 0.
-exit codes: 0 stopped cleanly, 1 could not start, 2 bad configuration"""
+server.grace_s (at once when nothing is in flight), leave the rest claimed for
+the next start, exit 0.
+exit codes: 0 stopped cleanly, 2 bad configuration, 3 the listen address is in
+use or cannot be bound (one line on stderr)"""
 
 
 def _demo_args(parser: argparse.ArgumentParser) -> None:
@@ -92,11 +97,9 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
 
 
 def setup_logging(verbose: bool, level: str = "info") -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)  # SafeFormatter: untrusted text cannot forge log lines
+    handler.setFormatter(SafeFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else getattr(logging, level.upper()), handlers=[handler])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -106,15 +109,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"config error: {problem}", file=sys.stderr)
-        return EXIT_CONFIG
+        return EXIT_USAGE
     setup_logging(args.verbose, settings.server.log_level)
+    if args.command != "check":  # check lists them in its table
+        for unknown in unknown_env_variables(settings):
+            log.warning("%s", unknown.message)
     handler = HANDLERS[args.command]
     try:
         return handler(settings, args)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
-        return EXIT_CONFIG
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_OK
 
@@ -126,6 +132,11 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 
     host = args.host or settings.server.host
     port = args.port if args.port is not None else settings.server.port
+    try:
+        listener = bind(host, port)
+    except OSError as exc:
+        print(f"run: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_START
     config = uvicorn.Config(
         create_app(settings),
         host=host,
@@ -140,8 +151,23 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     # handler underneath makes a graceful SIGTERM/SIGINT stop exit 0.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: None)
-    server.run()
-    return EXIT_OK if server.started else EXIT_FAILED
+    server.run(sockets=[listener])
+    return EXIT_OK if server.started else EXIT_START
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket of `run`, bound before anything starts (a busy port is one clear line)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
 
 
 def cmd_demo(settings: Settings, _args: argparse.Namespace) -> int:

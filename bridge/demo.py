@@ -7,8 +7,6 @@ import time
 
 import redis.asyncio as redis
 
-DEMO_QUEUES = ("dead_letter:demo-emails", "dead_letter:demo-payments", "dead_letter:demo-imports")
-
 
 def sample_entries() -> list[tuple[str, bytes]]:
     """(DLQ key, raw bytes) pairs: envelope, reliable-queue, garbage, secrets, array."""

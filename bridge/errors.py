@@ -2,14 +2,14 @@
 
     BridgeError
      ├── ConfigError            bad configuration (one message per problem)
-     ├── SourceError            a DLQ source could not be read or written
      ├── SummaryError           the summarizer could not produce a summary
      └── SinkError              a delivery attempt failed
           ├── SinkRetryable     408/425/429/5xx, timeouts, connection errors
           └── SinkPermanent     anything else (400, 401, 404, 410, ...)
 
 Messages never contain secrets: sink errors name the sink and the HTTP status,
-never the URL or a key.
+never the URL or a key. A sink error carries its parts as fields (`sink`,
+`status`, `detail`, `retry_after_s`): callers read those, never the message.
 """
 
 from __future__ import annotations
@@ -27,10 +27,6 @@ class ConfigError(BridgeError):
         super().__init__("; ".join(problems))
 
 
-class SourceError(BridgeError):
-    """A dead-letter source failed."""
-
-
 class SummaryError(BridgeError):
     """The summarizer failed; `reason` is the fallback reason to record."""
 
@@ -40,22 +36,28 @@ class SummaryError(BridgeError):
 
 
 class SinkError(BridgeError):
-    """A delivery attempt to a sink failed."""
+    """A delivery attempt to a sink failed.
+
+    `detail` is the secret-free what-happened (`HTTP 400: bad payload`,
+    `ConnectError (no response)`); `status` the HTTP status when there was a
+    response. `str(exc)` is `sink <name>: <detail>`.
+    """
 
     def __init__(
         self,
         sink: str,
-        message: str,
+        detail: str,
         *,
         status: int | None = None,
         retry_after_s: float | None = None,
         idempotency_key: str | None = None,
     ) -> None:
         self.sink = sink
+        self.detail = detail
         self.status = status
         self.retry_after_s = retry_after_s
         self.idempotency_key = idempotency_key
-        super().__init__(f"sink {sink}: {message}")
+        super().__init__(f"sink {sink}: {detail}")
 
 
 class SinkRetryable(SinkError):

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -17,7 +16,6 @@ class Status(StrEnum):
 class Check:
     status: Status
     detail: str = ""
-    since: float = field(default_factory=time.time)
 
 
 class Health:
@@ -27,9 +25,7 @@ class Health:
         self._checks: dict[str, Check] = {}
 
     def set(self, name: str, status: Status, detail: str = "") -> None:
-        current = self._checks.get(name)
-        if current is None or current.status != status or current.detail != detail:
-            self._checks[name] = Check(status, detail)
+        self._checks[name] = Check(status, detail)
 
     def get(self, name: str) -> Check | None:
         return self._checks.get(name)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
+import time
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 
 import httpx
 
 from bridge.settings import HttpSettings
 
 USER_AGENT = "dlq-bridge/0.1"
+MAX_RETRY_AFTER_S = 300.0
 
 
 def build_transport(settings: HttpSettings) -> httpx.AsyncBaseTransport:
@@ -34,3 +38,27 @@ def build_http_client(settings: HttpSettings, transport: httpx.AsyncBaseTranspor
         follow_redirects=False,
         timeout=httpx.Timeout(10.0),
     )
+
+
+def parse_retry_after(
+    value: str | None, now: float | None = None, cap_s: float = MAX_RETRY_AFTER_S
+) -> float | None:
+    """Seconds to wait from a Retry-After header; None when absent or unreadable.
+
+    Delta-seconds or an HTTP date (a date without a zone is taken as UTC), never
+    below 0 and never above `cap_s`. Sinks and the OpenClaw client share it.
+    """
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    return min(max(seconds, 0.0), cap_s)

@@ -89,6 +89,21 @@ def summary(fingerprint: str) -> str:
     return f"{PREFIX}:summary:{fingerprint}"
 
 
+def limit(receiver_ref: str) -> str:
+    """The fleet-wide rate limit of one receiver; `receiver_ref` is a hash, never a secret."""
+    return f"{PREFIX}:limit:{{{receiver_ref}}}"
+
+
+def gateway_breaker(gateway_ref: str) -> str:
+    """The fleet-wide circuit breaker hash of one gateway (shares a slot with its budget)."""
+    return f"{PREFIX}:gateway:{{{gateway_ref}}}:breaker"
+
+
+def gateway_calls(gateway_ref: str) -> str:
+    """The fleet-wide calls-per-minute log (a sorted set) of one gateway."""
+    return f"{PREFIX}:gateway:{{{gateway_ref}}}:calls"
+
+
 @dataclass(frozen=True)
 class ProcessingKey:
     """A parsed `dlq_bridge:processing:<source ref>:<consumer>` key."""
@@ -109,8 +124,12 @@ def parse_processing(key: str) -> ProcessingKey | None:
 
 
 def queue_of(source_key: str) -> str:
-    """The queue name a DLQ key stands for: the key without `dead_letter:`."""
-    return source_key.removeprefix(DLQ_PREFIX)
+    """The route's queue of a DLQ key: the key without `dead_letter:`, and without the
+    braces of a whole-name hash tag (`dead_letter:{carts}` → `carts`; docs/design.md, section 2b)."""
+    queue = source_key.removeprefix(DLQ_PREFIX)
+    if len(queue) > 2 and queue[0] == "{" and queue[-1] == "}" and "}" not in queue[1:-1]:
+        return queue[1:-1]
+    return queue
 
 
 def parse_alerted(key: str) -> str | None:
@@ -126,3 +145,99 @@ def work_queue(source_key: str) -> str | None:
     if not source_key.startswith(DLQ_PREFIX) or source_key == DLQ_PREFIX:
         return None
     return source_key[len(DLQ_PREFIX) :]
+
+
+# --- Other DLQ kinds (docs/design.md, section 2b) -------------------------------------------
+# The producers' own keys (read only, never written) and the bridge's cursor for watched stores.
+# A cursor is named by the source's configured name and hash-tagged by it: one slot per source.
+
+
+def cursor(source_name: str) -> str:
+    """Hash: `score` = the highest score finished (the watermark)."""
+    return f"{PREFIX}:cursor:{{{source_name}}}"
+
+
+def cursor_ids(source_name: str) -> str:
+    """Set: the ids finished at exactly the watermark score."""
+    return f"{PREFIX}:cursor:{{{source_name}}}:ids"
+
+
+def cursor_leases(source_name: str) -> str:
+    """Sorted set: id → lease expiry (epoch ms) of records claimed, not yet finished."""
+    return f"{PREFIX}:cursor:{{{source_name}}}:leases"
+
+
+def cursor_lease_scores(source_name: str) -> str:
+    """Hash: id → the record's score in the watched store, for reclaiming an expired lease."""
+    return f"{PREFIX}:cursor:{{{source_name}}}:lease_scores"
+
+
+def sidekiq_dead(namespace: str = "") -> str:
+    """Sidekiq's dead set (`dead`, or `<namespace>:dead` with redis-namespace)."""
+    return f"{namespace}:dead" if namespace else "dead"
+
+
+def bullmq_failed(prefix: str, queue: str) -> str:
+    return f"{prefix}:{queue}:failed"
+
+
+def bullmq_job(prefix: str, queue: str, job_id: str) -> str:
+    return f"{prefix}:{queue}:{job_id}"
+
+
+def bullmq_meta_match(prefix: str) -> str:
+    """SCAN pattern finding BullMQ queues by their `meta` hash."""
+    return f"{prefix}:*:meta"
+
+
+def rq_failed(queue: str) -> str:
+    return f"rq:failed:{queue}"
+
+
+def rq_job(job_id: str) -> str:
+    return f"rq:job:{job_id}"
+
+
+def rq_results(job_id: str) -> str:
+    return f"rq:results:{job_id}"
+
+
+RQ_QUEUES = "rq:queues"
+# Grouping (docs/design.md, section 5b): every key of one sink's groups carries
+# the `{<sink>}` hash tag, so a group's keys, the sink's due index and the
+# sink's delivery queue share one cluster slot. Sink names are `[A-Za-z0-9._-]+`,
+# so the first `{…}` in these keys is always the sink's.
+
+
+def groups_due(sink: str) -> str:
+    """ZSET group key → epoch seconds when the group is next due (or its lease ends)."""
+    return f"{PREFIX}:groups:{{{sink}}}:due"
+
+
+def _group_part(part: str, sink: str, group_key: str, previous: bool) -> str:
+    # The group key (which may hold any queue name) is always the tail, after a
+    # fixed part name, so no group's key can equal another group's.
+    return f"{PREFIX}:group:{{{sink}}}:{'prev-' if previous else ''}{part}:{group_key}"
+
+
+def group(sink: str, group_key: str, previous: bool = False) -> str:
+    """HASH: the group's counters, timers, lease and first alert.
+
+    `previous=True`: the same cause's last closed group, kept when a new one opens.
+    """
+    return _group_part("state", sink, group_key, previous)
+
+
+def group_jobs(sink: str, group_key: str, previous: bool = False) -> str:
+    """ZSET member idempotency key → arrival number (1, 2, …): membership and order."""
+    return _group_part("jobs", sink, group_key, previous)
+
+
+def group_job_details(sink: str, group_key: str, previous: bool = False) -> str:
+    """HASH member idempotency key → compact JSON of that job (for digests and webhooks)."""
+    return _group_part("job", sink, group_key, previous)
+
+
+def group_queues(sink: str, group_key: str, previous: bool = False) -> str:
+    """HASH queue → number of the group's jobs from that queue."""
+    return _group_part("queues", sink, group_key, previous)

@@ -44,6 +44,11 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.gateway_waits = Counter(
+            "dlq_bridge_gateway_waits_total",
+            "Gateway 429 pauses waited out (at most openclaw.max_wait_s) instead of falling back",
+            registry=r,
+        )
         self.gateway_circuit_open = Gauge(
             "dlq_bridge_gateway_circuit_open", "1 while the gateway circuit is open", registry=r
         )
@@ -74,12 +79,33 @@ class Metrics:
             "dlq_bridge_sink_queue_oldest_age_seconds", "Age of the oldest alert in a sink's queue (0 when empty)",
             ["sink"], registry=r,
         )
+        self.rate_limit_waits = Counter(
+            "dlq_bridge_rate_limit_waits_total",
+            "Sends that waited for the fleet-wide rate limit of their receiver, by sink",
+            ["sink"],
+            registry=r,
+        )
+        self.rate_limit_wait_seconds = Counter(
+            "dlq_bridge_rate_limit_wait_seconds_total",
+            "Seconds spent waiting for the fleet-wide rate limit, by sink",
+            ["sink"],
+            registry=r,
+        )
         self.undeliverable_depth = Gauge(
             "dlq_bridge_undeliverable_depth", "Records in dlq_bridge:undeliverable", registry=r
         )
         self.reaped = Counter(
             "dlq_bridge_reaped_entries_total",
             "Entries returned to their DLQ from processing lists (own recovery or reaper)",
+            registry=r,
+        )
+        self.open_groups = Gauge(
+            "dlq_bridge_open_groups", "Alert groups not yet closed, per sink", ["sink"], registry=r
+        )
+        self.notifications = Counter(
+            "dlq_bridge_notifications_total",
+            "Group notifications delivered, by sink and kind (single, digest, repeat)",
+            ["sink", "kind"],
             registry=r,
         )
         self.loop_tick = Gauge("dlq_bridge_loop_tick_timestamp_seconds", "Last tick of the main loop", registry=r)

@@ -6,7 +6,7 @@ Stages depend on these models, never on each other.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -37,23 +37,13 @@ class SummarySource(StrEnum):
     FALLBACK = "fallback"
 
 
-class FallbackReason(StrEnum):
-    DISABLED = "disabled"
-    TIMEOUT = "timeout"
-    INVALID_JSON = "invalid_json"
-    SCHEMA = "schema"
-    CIRCUIT_OPEN = "circuit_open"
-    BUDGET = "budget"
-    ERROR = "error"
-
-
 class DeadLetter(BaseModel):
     """One dead letter, normalized and redacted (DESIGN section 3)."""
 
     model_config = ConfigDict(frozen=True)
 
     source_key: str
-    queue: str
+    queue: str  # the route's queue: the source's own, never the payload's (docs/design.md, section 2b)
     job_id: str
     job_name: str | None = None
     attempts: int | None = None
@@ -64,6 +54,7 @@ class DeadLetter(BaseModel):
     raw_digest: str
     parse_error: str | None = None
     fingerprint: str = ""
+    reported_queue: str | None = None  # the `queue` the payload claims; shown, never routed on
 
     @property
     def idempotency_key(self) -> str:
@@ -113,5 +104,102 @@ class Alert(BaseModel):
         return self.dead_letter.idempotency_key
 
     @property
+    def cause_repeats_error(self) -> bool:
+        """True when the likely cause only restates the last error (a fallback's cause is the error).
+
+        Cards then show the error once, under "last error", and drop the "likely cause" line.
+        """
+        error, cause = self.dead_letter.last_error, self.summary.likely_cause
+        if not error:
+            return False
+        head = " ".join(error.split())[: max(len(cause) - 1, 1)]
+        return cause.startswith(head) or cause.rstrip("…") == head.rstrip()
+
+    @property
     def severity(self) -> Severity:
         return self.summary.severity
+
+
+class GroupJob(BaseModel):
+    """One member of a group, as digests and `dlq.alert_group` events list it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    idempotency_key: str
+    queue: str
+    job_id: str
+    job_name: str | None = None
+    attempts: int | None = None
+    correlation_id: str | None = None
+    first_failed_at: str | None = None
+    last_error: str | None = None
+    raw_digest: str = ""
+    severity: Severity = Severity.INFO
+    added_at: float = 0.0
+
+    @classmethod
+    def of(cls, alert: Alert, added_at: float, error_chars: int = 500) -> GroupJob:
+        dl = alert.dead_letter
+        error = dl.last_error[:error_chars] if dl.last_error else dl.last_error
+        return cls(
+            idempotency_key=alert.idempotency_key,
+            queue=dl.queue,
+            job_id=dl.job_id,
+            job_name=dl.job_name,
+            attempts=dl.attempts,
+            correlation_id=dl.correlation_id,
+            first_failed_at=dl.first_failed_at,
+            last_error=error,
+            raw_digest=dl.raw_digest,
+            severity=alert.severity,
+            added_at=added_at,
+        )
+
+
+NotificationKind = Literal["single", "digest", "repeat"]
+
+
+class Notification(BaseModel):
+    """One notification of one group to one sink (docs/design.md, section 5b).
+
+    `single`: the group's first notification and it holds one job — sinks
+    render it exactly as the job's own card. `digest`: the first notification
+    of a larger group, or a later one because the group grew. `repeat`: the
+    group did not grow for `repeat_interval_s` after its last notification.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    sink: str
+    group_key: str
+    kind: NotificationKind
+    sequence: int
+    count: int
+    new_count: int
+    previous_at: float | None
+    first_seen: float
+    last_seen: float
+    queues: list[str]
+    queue_counts: dict[str, int] = Field(default_factory=dict)
+    sample_job_ids: list[str]
+    severity: Severity
+    first: Alert
+    jobs: list[GroupJob] = Field(default_factory=list)
+    """The jobs new since the previous notification (webhooks: up to 500 per event, else ≤ 10)."""
+    pending: int = 0
+    """Jobs already in the group but left for the next notification (webhook paging)."""
+    opened_at: float = 0.0
+    """The group's first_seen as stored: names this opening of the group in ledger keys."""
+    claim: str = ""
+    """The lease token of the replica that claimed it; `Grouper.notified` checks it."""
+
+    @property
+    def is_single(self) -> bool:
+        return self.kind == "single"
+
+    @property
+    def ledger_key(self) -> str:
+        """The job's idempotency key for a single; else one key per opening and sequence."""
+        if self.is_single:
+            return self.first.idempotency_key
+        return f"group:{self.group_key}@{int(self.opened_at * 1000)}:{self.sequence}"

@@ -24,14 +24,16 @@ from redis.exceptions import RedisError
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.delivery.worker import Delivery
-from bridge.envelope import normalize, raw_digest
+from bridge.envelope import raw_digest
 from bridge.handoff import HandOff
 from bridge.health import Health, Status
+from bridge.intake import prepare
 from bridge.metrics import Metrics
 from bridge.models import Alert, DeadLetter
 from bridge.settings import SourcesSettings
 from bridge.sources.base import Claimed, Source
 from bridge.summarize.base import Summarizer
+from bridge.untrusted import escape_controls
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +69,12 @@ class Pipeline:
         metrics: Metrics,
         health: Health,
         runbook_url: Callable[[str], str | None] = lambda _hint: None,
+        redis_target: str = "Redis",
         *,
         handoff: HandOff,
         delivery: Delivery | None = None,
     ) -> None:
+        self._redis_target = redis_target  # masked, for the logs
         self._source = source
         self._handoff = handoff
         self._delivery = delivery
@@ -100,7 +104,7 @@ class Pipeline:
         upkeep = [
             asyncio.create_task(self._every(self._settings.heartbeat_interval_s, self._source.heartbeat, stop)),
             asyncio.create_task(self._every(self._settings.rescan_interval_s, self._rescan, stop)),
-            asyncio.create_task(self._every(self._settings.reap_interval_s, self._source.reap, stop)),
+            asyncio.create_task(self._every(self._settings.reap_interval_s, self._reap, stop)),
             asyncio.create_task(self._every(self._settings.reap_interval_s, self._sweep_own, stop)),
         ]
         try:
@@ -175,6 +179,13 @@ class Pipeline:
             return True
         return False
 
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def _reap(self) -> None:
+        self._metrics.reaped.inc(await self._source.reap())
+
     async def drain_in_flight(self) -> None:
         if self._in_flight:
             await asyncio.gather(*list(self._in_flight), return_exceptions=True)
@@ -247,10 +258,9 @@ class Pipeline:
 
     async def _normalize(self, claimed: Claimed) -> DeadLetter:
         """Normalize; a large entry is parsed off the event loop so heartbeats keep ticking."""
-        excerpt_max = self._settings.excerpt_max_bytes
         if len(claimed.raw) > LARGE_ENTRY_BYTES:
-            return await asyncio.to_thread(normalize, claimed.raw, claimed.source_key, excerpt_max=excerpt_max)
-        return normalize(claimed.raw, claimed.source_key, excerpt_max=excerpt_max)
+            return await asyncio.to_thread(prepare, claimed.raw, claimed.source_key, self._settings)
+        return prepare(claimed.raw, claimed.source_key, self._settings)
 
     async def _alert_for(self, dead_letter: DeadLetter) -> Alert:
         summary = await self._summarizer.summarize(dead_letter)
@@ -284,7 +294,7 @@ class Pipeline:
     async def _rescan(self) -> None:
         await self._source.rescan()
         for source, depth in (await self._source.depths()).items():
-            self._metrics.dlq_depth.labels(source).set(depth)
+            self._metrics.dlq_depth.labels(escape_controls(source)).set(depth)
         self._metrics.processing_depth.set(len(self._in_flight))
         # Read from Redis (it sets the gauge): other processes add and retry records too.
         await self._undeliverable.depth()
@@ -309,4 +319,4 @@ class Pipeline:
 
     def _redis_down(self, exc: BaseException) -> None:
         self._health.set("redis", Status.FAILING, type(exc).__name__)
-        log.warning("Redis unavailable (%s); retrying", type(exc).__name__)
+        log.warning("Redis unavailable at %s (%s); retrying", self._redis_target, type(exc).__name__)

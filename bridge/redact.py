@@ -1,117 +1,244 @@
-"""Secret redaction, applied before anything leaves the process (DESIGN section 3)."""
+"""Secret redaction: one stage over the normalized envelope (docs/design.md, sections 1 and 3).
+
+Every pattern runs on RE2 (`bridge.secret_patterns`), so the time is linear
+in the text. A field is walked once per pattern; a pattern that matches more
+than `MAX_MATCHES` times in one field cuts the field there (the rest is
+dropped, never shown unredacted), which bounds the per-match cost too.
+
+Ids (job id, queue, source key, correlation id) are never collapsed into a
+shared placeholder: a secret-looking id keeps a digest of the original,
+`[REDACTED:<8 hex>]`, and digit runs in ids are not card numbers.
+"""
 
 from __future__ import annotations
 
 import itertools
-import re
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-REDACTED = "[REDACTED]"
-MAX_DEPTH = 64
-TOO_DEEP = "[TRUNCATED: nested too deeply]"
+from bridge import secret_patterns as sp
+from bridge.models import DeadLetter
+from bridge.untrusted import short_digest, strip_invisible
 
-# Compared against key names folded to lowercase letters and digits only,
-# so apiKey, API-KEY, api_key and x-api-key all match "apikey".
-_SENSITIVE_PARTS = (
-    "password",
-    "passwd",
-    "passphrase",
-    "secret",
-    "token",
-    "authorization",
-    "apikey",
-    "cookie",
-    "creditcard",
-    "cardnumber",
-    "cvv",
-    "privatekey",
-    "accesskey",
-    "sessionid",
-    "signature",
-    "credentials",
-)
-_KEY_NAME = (
-    r"[A-Za-z0-9_.-]*(?:password|passwd|passphrase|secret|token|authorization|api[_-]?key"
-    r"|cookie|credit[_-]?card|card[_-]?number|cvv|private[_-]?key|access[_-]?key"
-    r"|session[_-]?id|signature|credentials)[A-Za-z0-9_.-]*"
-)
-# (needles, pattern, replacement): a pattern runs only when one of its lowercase
-# needles occurs in the lowercased text, so clean text costs one scan per needle.
-_PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
-    # -----BEGIN RSA PRIVATE KEY----- … -----END RSA PRIVATE KEY-----
-    (
-        ("-----begin",),
-        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)", re.S),
-        REDACTED,
-    ),
-    # scheme://user:pass@host → scheme://[REDACTED]@host
-    (("://",), re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@'\"]*:[^/\s@'\"]*@"), rf"\1{REDACTED}@"),
-    # Authorization: Bearer xyz / Basic xyz
-    (
-        ("bearer", "basic", "token"),
-        re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"),
-        rf"\1 {REDACTED}",
-    ),
-    # "password": "x", password=x, api-key: x, ?token=x
-    (
-        ("pass", "secret", "token", "auth", "key", "cookie", "card", "cvv", "session", "signature", "credential"),
-        re.compile(
-            rf"(?i)(\"?\b{_KEY_NAME}\"?\s*[=:]\s*)(?!\"?\[REDACTED\])"
-            rf"(\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s,;&\"'}})\]]+)"
-        ),
-        rf"\1{REDACTED}",
-    ),
-    (("akia", "asia"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),  # AWS access key ids
-    (("xox",), re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), REDACTED),  # Slack tokens
-    (("hooks.slack",), re.compile(r"(?i)https://hooks\.slack\.com/[^\s\"'<>]+"), REDACTED),  # Slack webhooks
-    (("gh",), re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"), REDACTED),  # GitHub tokens
-    (("_live_", "_test_"), re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}\b"), REDACTED),  # Stripe
-    (("whsec_",), re.compile(r"\bwhsec_[A-Za-z0-9+/=]{10,}"), REDACTED),  # webhook secrets
-    (("eyj",), re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+"), REDACTED),  # JWT
-)
-_ANY_NEEDLE = re.compile(
-    "|".join(re.escape(n) for needles, _, _ in _PATTERNS for n in needles) + r"|\d[ -]?\d[ -]?\d[ -]?\d",
-    re.IGNORECASE,
-)
-_CARD_NUMBER = re.compile(r"\b(?:\d[ -]?){13,19}\b")
-_DIGIT_RUN = re.compile(r"\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d")
+REDACTED = "[REDACTED]"
+CUT_MARK = "…[cut: too many secret-shaped matches]"
+MAX_MATCHES = 64
+MAX_DEPTH = 64
+MAX_KEY_CHARS = 128
+TOO_DEEP = "[TRUNCATED: nested too deeply]"
 
 
 def is_sensitive_key(name: str) -> bool:
-    folded = re.sub(r"[^a-z0-9]", "", name.lower())
-    return any(part in folded for part in _SENSITIVE_PARTS)
+    """True when a key's value is a secret: `apiKey`, `API-KEY`, `db_pass`, `pin` (not `spinner`)."""
+    name = name[:MAX_KEY_CHARS]
+    folded = "".join(ch for ch in name.lower() if ch.isascii() and ch.isalnum())
+    if any(part in folded for part in sp.KEY_SUBSTRINGS):
+        return True
+    return any(word in sp.KEY_WORDS for word in key_words(name))
 
 
-def redact_text(text: str) -> str:
-    """Replace token-shaped strings and `key=value` secrets inside free text."""
-    if not _ANY_NEEDLE.search(text):  # the common case: nothing secret-shaped at all
-        return text
-    lowered = text.lower()
-    for needles, pattern, replacement in _PATTERNS:
-        if any(needle in lowered for needle in needles):
-            text = pattern.sub(replacement, text)
-    if _DIGIT_RUN.search(text):
-        text = _CARD_NUMBER.sub(REDACTED, text)
+def key_words(name: str) -> list[str]:
+    """`dbPass_HOST-x` → ["db", "pass", "host", "x"]: split at separators and camelCase."""
+    words: list[str] = []
+    current: list[str] = []
+    previous = ""
+    for ch in name:
+        if not (ch.isascii() and ch.isalnum()):
+            previous = ""
+            if current:
+                words.append("".join(current))
+                current = []
+            continue
+        if ch.isupper() and previous.islower() and current:
+            words.append("".join(current))
+            current = []
+        current.append(ch.lower())
+        previous = ch
+    if current:
+        words.append("".join(current))
+    return words
+
+
+def bounded_sub(pattern: Any, text: str, replace: Callable[[Any], str]) -> str:
+    """`pattern.sub` with at most MAX_MATCHES replacements; past that the rest is cut."""
+    pieces: list[str] = []
+    end = 0
+    for count, match in enumerate(pattern.finditer(text)):
+        if count == MAX_MATCHES:
+            pieces.append(CUT_MARK)
+            return "".join(pieces)
+        pieces.append(text[end : match.start()])
+        pieces.append(replace(match))
+        end = match.end()
+    pieces.append(text[end:])
+    return "".join(pieces)
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = int(char)
+        if index % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def _card(match: Any) -> str:
+    found: str = match.group(0)
+    digits = "".join(ch for ch in found if ch.isdigit())
+    looks_like_card = 13 <= len(digits) <= 19 and digits[0] in "23456" and _luhn_ok(digits)
+    return REDACTED if looks_like_card else found
+
+
+def redact_key_values(text: str) -> str:
+    """`password=x`, `'token': 'x'`, `:pwd => "x"`: each value, up to the next key at most.
+
+    Keys are found first; a value never runs into the next key, so
+    `sig= 'token': 'x'` cannot hide `x` inside the value of `sig`.
+    """
+    found = list(itertools.islice(sp.KEY_SEPARATOR.finditer(text), MAX_MATCHES + 1))
+    pieces: list[str] = []
+    end = 0
+    for index, key in enumerate(found[:MAX_MATCHES]):
+        limit = found[index + 1].start() if index + 1 < len(found) else len(text)
+        value = sp.VALUE.match(text, key.end(), limit)
+        if value is None or value.group(0).startswith("[REDACTED"):
+            continue
+        pieces.append(text[end : key.end()])
+        pieces.append(REDACTED)
+        end = value.end()
+    if len(found) > MAX_MATCHES:
+        pieces.append(text[end : found[MAX_MATCHES].start()])
+        pieces.append(CUT_MARK)
+        return "".join(pieces)
+    pieces.append(text[end:])
+    return "".join(pieces)
+
+
+Needles = Callable[[str], bool]  # may the rule match? (on the case-folded text)
+
+
+def _any(*needles: str) -> Needles:
+    return lambda folded: any(needle in folded for needle in needles)
+
+
+def _all(*checks: Needles) -> Needles:
+    return lambda folded: all(check(folded) for check in checks)
+
+
+def _digits_at_least(count: int) -> Needles:
+    return lambda folded: sum(folded.count(digit) for digit in "0123456789") >= count
+
+
+@dataclass(frozen=True)
+class _Rule:
+    pattern: Any
+    replace: Callable[[Any], str]
+    may_match: Needles
+
+    def __call__(self, text: str, folded: str) -> str:
+        return bounded_sub(self.pattern, text, self.replace) if self.may_match(folded) else text
+
+
+@dataclass(frozen=True)
+class _KeyValueRule:
+    may_match: Needles
+
+    def __call__(self, text: str, folded: str) -> str:
+        return redact_key_values(text) if self.may_match(folded) else text
+
+
+_KEY = _any(*sp.KEY_NEEDLES)
+_COMMON_RULES: tuple[_Rule | _KeyValueRule, ...] = (
+    _Rule(sp.PRIVATE_KEY_BLOCK, lambda _m: REDACTED, _any("private key")),
+    _Rule(sp.URL_USERINFO, lambda m: f"{m.group(1)}{REDACTED}@", _all(_any("://"), _any("@"))),
+    _Rule(sp.AUTH_SCHEME, lambda m: f"{m.group(1)}{m.group(2) or m.group(3)}{REDACTED}",
+          _any("bearer", "basic", "token")),
+    _KeyValueRule(_all(_any("=", ":"), _KEY)),
+    _Rule(sp.XML_ELEMENT, lambda m: f"{m.group(1)}{REDACTED}", _all(_any("<"), _KEY)),
+    _Rule(sp.TOKEN_SHAPES, lambda _m: REDACTED, _any(*sp.TOKEN_NEEDLES)),
+)
+_TEXT_RULES: tuple[_Rule | _KeyValueRule, ...] = (*_COMMON_RULES, _Rule(sp.CARD_NUMBER, _card, _digits_at_least(13)))
+
+
+def _apply(rules: tuple[_Rule | _KeyValueRule, ...], text: str) -> str:
+    folded = text.casefold()  # like RE2's (?i): `ſ` is an `s`, `K` (Kelvin sign) a `k`
+    for rule in rules:
+        changed = rule(text, folded)
+        if changed is not text:
+            text, folded = changed, changed.casefold()
     return text
 
 
-def redact_value(value: Any, depth: int = 0, *, max_items: int = 1_000_000, max_chars: int = 10**9) -> Any:
-    """Redact a decoded JSON value: sensitive keys' values and secrets inside strings.
+def redact_text(text: str) -> str:
+    """Token-shaped strings, `key=value` secrets and card numbers in free text become [REDACTED]."""
+    return _apply(_TEXT_RULES, strip_invisible(text))
 
-    `max_items` and `max_chars` bound the walk: longer lists and objects keep their
-    first items, longer strings are cut (before redaction, so cost stays bounded).
-    """
+
+def redact_id(text: str) -> str:
+    """Redact an id without merging ids: `[REDACTED:<8 hex of the original>]`; digit runs stay."""
+    text = strip_invisible(text)
+    out = _apply(_COMMON_RULES, text)
+    if out == text:
+        return text
+    tag = f"[REDACTED:{short_digest(text)}]"
+    out = out.replace(REDACTED, tag)
+    return out if tag in out else f"{out}{tag}"
+
+
+def redact_value(value: Any, depth: int = 0) -> Any:
+    """Redact a decoded JSON value: sensitive keys' values, secrets in strings and key names."""
     if depth >= MAX_DEPTH:
         return TOO_DEEP
     if isinstance(value, dict):
-        return {
-            str(k): REDACTED
-            if is_sensitive_key(str(k))
-            else redact_value(v, depth + 1, max_items=max_items, max_chars=max_chars)
-            for k, v in itertools.islice(value.items(), max_items)
-        }
+        return {redact_text(str(k)[:MAX_KEY_CHARS]): _redact_item(str(k), v, depth) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact_value(v, depth + 1, max_items=max_items, max_chars=max_chars) for v in value[:max_items]]
+        return [redact_value(v, depth + 1) for v in value]
     if isinstance(value, str):
-        return redact_text(value[:max_chars])
+        return redact_text(value)
     return value
+
+
+def _redact_item(key: str, value: Any, depth: int) -> Any:
+    return REDACTED if is_sensitive_key(strip_invisible(key)) else redact_value(value, depth + 1)
+
+
+def redact_excerpt(text: str, limit: int) -> str:
+    """A payload excerpt: structurally when it is JSON (pruned by normalization), else as text; then cut."""
+    redacted: str | None = None
+    if text[:1] in ("{", "["):
+        try:
+            redacted = json.dumps(redact_value(json.loads(text)), ensure_ascii=False)
+        except (ValueError, RecursionError):
+            redacted = None
+    if redacted is None:
+        redacted = redact_text(text)
+    if len(redacted) > limit:
+        redacted = f"{redacted[:limit]}…[truncated {len(redacted) - limit} chars]"
+    return redacted
+
+
+def _optional(rule: Callable[[str], str], text: str | None) -> str | None:
+    return None if text is None else rule(text)
+
+
+def redact_envelope(dead_letter: DeadLetter, excerpt_max: int) -> DeadLetter:
+    """The redaction stage: every text field of a normalized envelope, once (docs/design.md, section 3)."""
+    dl = dead_letter
+    return dl.model_copy(
+        update={
+            "source_key": redact_id(dl.source_key),
+            "queue": redact_id(dl.queue),
+            "reported_queue": _optional(redact_id, dl.reported_queue),
+            "job_id": redact_id(dl.job_id),
+            "job_name": _optional(redact_text, dl.job_name),
+            "correlation_id": _optional(redact_id, dl.correlation_id),
+            "last_error": _optional(redact_text, dl.last_error),
+            "first_failed_at": _optional(redact_text, dl.first_failed_at),
+            "payload_excerpt": _optional(lambda t: redact_excerpt(t, excerpt_max), dl.payload_excerpt),
+            "parse_error": _optional(redact_text, dl.parse_error),
+        }
+    )

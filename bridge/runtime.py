@@ -26,6 +26,7 @@ from bridge.settings import Settings
 from bridge.sources.redis_list import RedisListSource
 from bridge.summarize.base import Summarizer
 from bridge.summarize.factory import build_summarizer
+from bridge.urls import mask_url
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,11 @@ def redis_url(settings: Settings, stack: contextlib.ExitStack) -> str:
     stack.callback(embedded.stop)
     log.info("no [redis] url configured: using embedded Redis at %s", url)
     return url
+
+
+def mask_redis_url(url: str) -> str:
+    """The Redis URL for logs: host, port and database; never a password."""
+    return mask_url(url, keep_path=True)
 
 
 def redis_pool_size(settings: Settings) -> int:
@@ -107,6 +113,7 @@ async def open_runtime(
                 metrics,
                 health,
                 runbook_url_builder(settings, runbooks),
+                redis_target=mask_redis_url(url),
                 handoff=delivery.handoff,
                 delivery=delivery,
             )

@@ -1,8 +1,13 @@
 """Configuration: a TOML file plus `DLQ_BRIDGE_…` environment overrides.
 
 Built once by the CLI (`load_settings`) and passed down; nothing reads it from
-a global. Secrets are `SecretStr`, taken inline, from an environment variable
-(`*_env`, also honouring `<NAME>_FILE`) or from a file (`*_file`).
+a global. Every field carries its `Field(description=…)`: the configuration
+reference (`bridge.commands.config_reference`) is generated from them.
+
+Secrets are `SecretStr` of one shape, `x` / `x_env` / `x_file`
+(bridge/secret_fields.py). `load_settings` merges file and environment, reads
+the secrets, then validates once: validators only check shapes, never do I/O,
+never mutate a model. See docs/design.md, section 6.
 """
 
 from __future__ import annotations
@@ -12,86 +17,109 @@ import os
 import re
 import socket
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from bridge.env_config import (
+    CONFIG_ENV,
+    ENV_PREFIX,
+    UnknownVariable,
+    deep_merge,
+    env_overrides,
+    unknown_variables,
+)
 from bridge.errors import ConfigError
 from bridge.keys import CONSUMER_ID_RE
 from bridge.models import Severity
+from bridge.secret_fields import (
+    OptionalSecret,
+    RequiredSecret,
+    RequiredSecretText,
+    missing_secrets,
+    resolve_secrets,
+    secret_env,
+    secret_file,
+)
 
-ENV_PREFIX = "DLQ_BRIDGE_"
-CONFIG_ENV = "DLQ_BRIDGE_CONFIG"
+__all__ = ["CONFIG_ENV", "ENV_PREFIX", "Settings", "load_settings"]
+
 NAME_RE = r"^[A-Za-z0-9._-]+$"
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    @model_validator(mode="after")
+    def _secrets_given(self) -> _Section:
+        missing = missing_secrets(self)
+        if missing:
+            raise ValueError("; ".join(f"{self._owner()}{m}" for m in missing))
+        return self
 
-def read_secret(
-    owner: str, field: str, inline: SecretStr | None, env: str | None, file: Path | None
-) -> SecretStr | None:
-    """Resolve one secret: inline value, else env var (or `<env>_FILE`), else file."""
-    if inline is not None and inline.get_secret_value():
-        return inline
-    if env:
-        value = os.environ.get(env)
-        if value:
-            return SecretStr(value.strip())
-        file_hint = os.environ.get(f"{env}_FILE")
-        if file_hint:
-            return _read_secret_file(owner, f"{field}_env", Path(file_hint))
-        raise ValueError(f"{owner}{field}_env: environment variable {env} (or {env}_FILE) is not set")
-    if file is not None:
-        return _read_secret_file(owner, f"{field}_file", file)
-    return None
-
-
-def _read_secret_file(owner: str, field: str, path: Path) -> SecretStr:
-    try:
-        value = path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise ValueError(f"{owner}{field} {path} cannot be read ({exc.strerror})") from None
-    if not value:
-        raise ValueError(f"{owner}{field} {path} is empty")
-    return SecretStr(value)
+    def _owner(self) -> str:
+        return ""
 
 
 def check_http_url(value: str, what: str) -> str:
+    """`value` when it is an http(s) URL with a host and a valid port; ValueError naming `what`."""
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{what} must be an http(s) URL with a host")
+    _check_port(parts, what)
     return value.rstrip("/") if what == "openclaw.url" else value
 
 
+def _check_port(parts: SplitResult, what: str) -> None:
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError(f"{what} has a bad port (a number from 1 to 65535)")
+
+
 class ServerSettings(_Section):
-    host: str = "127.0.0.1"
-    port: int = Field(default=8080, ge=0, le=65535)
-    grace_s: float = Field(default=25.0, gt=0)
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    host: str = Field(
+        default="127.0.0.1",
+        description="Listen address of `/healthz` and `/metrics` (the image sets 0.0.0.0).",
+    )
+    port: int = Field(default=8080, ge=0, le=65535, description="Listen port.")
+    grace_s: float = Field(
+        default=25.0,
+        gt=0,
+        description="On SIGTERM: seconds to finish in-flight entries before leaving them in the "
+        "processing list (exits at once when nothing is in flight).",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(default="info", description="Log level.")
 
 
 class RedisSettings(_Section):
-    url: SecretStr | None = None
-    url_env: str | None = None
-    url_file: Path | None = None
-    consumer_id: str = Field(default_factory=lambda: default_consumer_id())
-    data_dir: Path = Path(".dlq-bridge")
-    embedded_port: int = Field(default=6390, ge=0, le=65535)
-    socket_timeout_s: float = Field(default=5.0, gt=0)
+    url: OptionalSecret = Field(
+        default=None,
+        description="Redis URL (`redis://`, `rediss://`, `unix://`); unset with no `url_env`/`url_file`: "
+        "embedded Redis.",
+    )
+    url_env: str | None = secret_env("the URL")
+    url_file: Path | None = secret_file("the URL")
+    consumer_id: str = Field(
+        default_factory=lambda: default_consumer_id(),
+        description="Stable id of this bridge: names its processing lists and heartbeat.",
+    )
+    data_dir: Path = Field(default=Path(".dlq-bridge"), description="Data folder of the embedded Redis.")
+    embedded_port: int = Field(default=6390, ge=0, le=65535, description="Loopback port of the embedded Redis.")
+    socket_timeout_s: float = Field(default=5.0, gt=0, description="Timeout of one Redis command.")
 
     @field_validator("consumer_id")
     @classmethod
@@ -101,15 +129,14 @@ class RedisSettings(_Section):
         return value
 
     @model_validator(mode="after")
-    def _resolve(self) -> RedisSettings:
-        url = read_secret("", "url", self.url, self.url_env, self.url_file)
-        if url is not None and urlsplit(url.get_secret_value()).scheme not in (
-            "redis",
-            "rediss",
-            "unix",
-        ):
+    def _url_shape(self) -> RedisSettings:
+        if self.url is None:
+            return self
+        parts = urlsplit(self.url.get_secret_value())
+        if parts.scheme not in ("redis", "rediss", "unix"):
             raise ValueError("redis.url must start with redis://, rediss:// or unix://")
-        object.__setattr__(self, "url", url)
+        if parts.scheme != "unix":
+            _check_port(parts, "redis.url")
         return self
 
 
@@ -119,15 +146,30 @@ def default_consumer_id() -> str:
 
 
 class SourcesSettings(_Section):
-    match: str = "dead_letter:*"
-    archive_max: int = Field(default=10_000, ge=1)
-    concurrency: int = Field(default=32, ge=1, le=1024)
-    rescan_interval_s: float = Field(default=2.0, gt=0)
-    poll_interval_s: float = Field(default=0.05, gt=0)
-    heartbeat_interval_s: float = Field(default=10.0, gt=0)
-    heartbeat_ttl_s: int = Field(default=30, ge=2)
-    reap_interval_s: float = Field(default=15.0, gt=0)
-    excerpt_max_bytes: int = Field(default=2048, ge=64)
+    match: str = Field(default="dead_letter:*", description="SCAN pattern of the DLQ lists (never KEYS).")
+    archive_max: int = Field(
+        default=10_000, ge=1, description="Finished entries kept per DLQ in `dlq_bridge:alerted:<ref>`."
+    )
+    concurrency: int = Field(default=32, ge=1, le=1024, description="Entries processed at once.")
+    rescan_interval_s: float = Field(
+        default=2.0, gt=0, description="How often new DLQs are discovered by SCAN (raise it for huge keyspaces)."
+    )
+    poll_interval_s: float = Field(default=0.05, gt=0, description="Blocking wait per DLQ while all are empty.")
+    heartbeat_interval_s: float = Field(
+        default=10.0, gt=0, description="How often the consumer heartbeat is refreshed."
+    )
+    heartbeat_ttl_s: int = Field(
+        default=30, ge=2, description="Heartbeat lifetime; after it, other consumers reap the processing list."
+    )
+    reap_interval_s: float = Field(
+        default=15.0, gt=0, description="How often processing lists of dead consumers are returned."
+    )
+    excerpt_max_bytes: int = Field(default=2048, ge=64, description="Largest payload excerpt kept in an envelope.")
+    max_parse_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="Entries larger than this are not parsed: an excerpt and an *oversized dead letter* alert.",
+    )
 
     @model_validator(mode="after")
     def _heartbeat_outlives_interval(self) -> SourcesSettings:
@@ -137,64 +179,133 @@ class SourcesSettings(_Section):
 
 
 class OpenClawSettings(_Section):
-    url: str
-    agent: str = Field(default="dlq-summarizer", pattern=NAME_RE)
-    model: str | None = None
-    token: SecretStr | None = None
-    token_env: str | None = "OPENCLAW_GATEWAY_TOKEN"  # noqa: S105 - the variable name, not a secret
-    token_file: Path | None = None
-    timeout_s: float = Field(default=20.0, gt=0)
-    max_concurrency: int = Field(default=8, ge=1, le=256)
-    calls_per_minute: int = Field(default=60, ge=0)
-    cache_ttl_s: int = Field(default=3600, ge=0)
-    breaker_failures: int = Field(default=5, ge=1)
-    breaker_cooldown_s: float = Field(default=30.0, gt=0)
-    json_mode: bool = True
+    url: str = Field(description="Gateway base URL; without an `[openclaw]` section: fallback summaries only.")
+    agent: str = Field(default="dlq-summarizer", pattern=NAME_RE, description="Agent id (`x-openclaw-agent-id`).")
+    model: str | None = Field(
+        default=None, description="Model name; default `openclaw/<agent>` (older gateways: `openclaw:<agent>`)."
+    )
+    token: OptionalSecret = Field(
+        default=None, description="Gateway token inline (prefer `token_env` or `token_file`)."
+    )
+    token_env: str | None = secret_env("the token", "OPENCLAW_GATEWAY_TOKEN")
+    token_file: Path | None = secret_file("the token")
+    timeout_s: float = Field(
+        default=20.0, gt=0, description="Timeout of one gateway call; then a fallback summary."
+    )
+    max_concurrency: int = Field(default=8, ge=1, le=256, description="Gateway calls in flight at most.")
+    calls_per_minute: int = Field(
+        default=60, ge=0, description="Call budget per minute; over it: fallback summaries (`budget`)."
+    )
+    cache_ttl_s: int = Field(default=3600, ge=0, description="Summary cache lifetime per fingerprint.")
+    breaker_failures: int = Field(default=5, ge=1, description="Consecutive failures that open the circuit.")
+    breaker_cooldown_s: float = Field(
+        default=30.0, gt=0, description="Seconds the circuit stays open before a trial call."
+    )
+    json_mode: bool = Field(
+        default=True,
+        description="Ask for `response_format` JSON (best effort; replies are validated anyway).",
+    )
+    max_wait_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="A gateway 429 whose Retry-After is at most this many seconds is waited "
+        "out (one call per cause); longer pauses fall back to static summaries.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_model(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and data.get("model") is None:
+            agent = data.get("agent", cls.model_fields["agent"].default)
+            return {**data, "model": f"openclaw/{agent}"}
+        return data
 
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
         return check_http_url(value, "openclaw.url")
 
-    @model_validator(mode="after")
-    def _resolve(self) -> OpenClawSettings:
-        token = read_secret("", "token", self.token, self.token_env, self.token_file)
-        object.__setattr__(self, "token", token)
-        if self.model is None:
-            object.__setattr__(self, "model", f"openclaw/{self.agent}")
-        return self
-
 
 class DeliverySettings(_Section):
-    max_attempts: int = Field(default=8, ge=1, le=100)
-    base_delay_s: float = Field(default=2.0, ge=0)
-    max_delay_s: float = Field(default=60.0, ge=0)
-    max_retry_after_s: float = Field(default=300.0, ge=0)
-    deadline_s: float = Field(default=900.0, gt=0)
-    request_timeout_s: float = Field(default=10.0, gt=0)
-    ledger_ttl_s: int = Field(default=7 * 24 * 3600, ge=60)
-    # Sink queues (docs/design.md, section 5b): deliveries in flight per sink and replica,
-    # for unpaced sinks (webhook, console) and for paced ones (slack, pagerduty).
-    sink_concurrency: int = Field(default=32, ge=1, le=1000)
-    paced_sink_concurrency: int = Field(default=4, ge=1, le=100)
-    lease_s: float = Field(default=15.0, ge=1)
-    queue_stale_s: float = Field(default=300.0, gt=0)
+    max_attempts: int = Field(
+        default=8, ge=1, le=100, description="Attempts per sink before the delivery is recorded as undeliverable."
+    )
+    base_delay_s: float = Field(default=2.0, ge=0, description="Base of the full-jitter backoff.")
+    max_delay_s: float = Field(default=60.0, ge=0, description="Cap of the backoff between attempts.")
+    max_retry_after_s: float = Field(
+        default=300.0, ge=0, description="Longest `Retry-After` honoured (longer values are cut to this)."
+    )
+    deadline_s: float = Field(default=900.0, gt=0, description="Give up on a delivery after this long.")
+    request_timeout_s: float = Field(default=10.0, gt=0, description="Timeout of one HTTP request to a sink.")
+    ledger_ttl_s: int = Field(
+        default=7 * 24 * 3600, ge=60, description="How long the delivery ledger remembers a sent alert."
+    )
+    reservation_ttl_s: float = Field(
+        default=30.0,
+        ge=1,
+        description="Seconds a delivery reservation outlives a sender killed mid-send "
+        "(refreshed while the sender lives); the job is then sent by another replica.",
+    )
+    sink_concurrency: int = Field(
+        default=32, ge=1, le=1000,
+        description="Deliveries in flight per unpaced sink (webhook, console) and replica.",
+    )
+    paced_sink_concurrency: int = Field(
+        default=4, ge=1, le=100,
+        description="Deliveries in flight per paced sink (slack, pagerduty) and replica.",
+    )
+    lease_s: float = Field(
+        default=15.0, ge=1,
+        description="Lease on a taken sink-queue item; a killed replica's items come back after it.",
+    )
+    queue_stale_s: float = Field(
+        default=300.0, gt=0,
+        description="A sink queue whose oldest alert is older shows `degraded` on /healthz.",
+    )
 
 
 class HttpSettings(_Section):
-    transport: Literal["aiohttp", "httpx"] = "aiohttp"
-    max_connections: int = Field(default=100, ge=1)
+    transport: Literal["aiohttp", "httpx"] = Field(
+        default="aiohttp", description="HTTP transport under the shared httpx client."
+    )
+    max_connections: int = Field(default=100, ge=1, description="Connection pool size.")
 
 
 class RunbookSettings(_Section):
-    dir: Path | None = None
-    base_url: str | None = None
+    dir: Path | None = Field(default=None, description="Folder of failure runbooks (default: the packaged ones).")
+    base_url: str | None = Field(
+        default=None, description="Where runbooks are published; alert cards link `<base_url>/<id>.md`."
+    )
+
+
+GroupBy = Literal["fingerprint", "queue", "none"]
 
 
 class _SinkBase(_Section):
-    name: str = Field(pattern=NAME_RE)
-    min_severity: Severity = Severity.INFO
-    queues: list[str] = Field(default_factory=list)
+    name: str = Field(pattern=NAME_RE, description="Unique sink name (metrics labels, ledger keys).")
+    min_severity: Severity = Field(default=Severity.INFO, description="Lowest severity this sink receives.")
+    queues: list[str] = Field(default_factory=list, description="Queue globs this sink receives (empty: all).")
+    group_by: GroupBy = Field(
+        default="none",
+        description=(
+            "How alerts are grouped into one notification: `fingerprint` (one per cause), "
+            "`queue`, or `none` (one notification per job)"
+        ),
+    )
+    group_wait_s: float = Field(
+        default=10.0, ge=0, description="Wait after a group's first job before its first notification"
+    )
+    group_interval_s: float = Field(
+        default=60.0, gt=0, description="Least time between two notifications of a growing group"
+    )
+    repeat_interval_s: float = Field(
+        default=14400.0,
+        gt=0,
+        description="A group with no new jobs this long after its last notification is re-sent once, then closed",
+    )
+
+    def _owner(self) -> str:
+        return f"sink {self.name}: "
 
     def routes(self, queue: str, severity: Severity) -> bool:
         """True when this sink wants alerts of `severity` from `queue`."""
@@ -204,79 +315,67 @@ class _SinkBase(_Section):
 
 
 class ConsoleSinkSettings(_SinkBase):
-    type: Literal["console"]
-    color: bool | None = None
+    type: Literal["console"] = Field(description="Sink type.")
+    color: bool | None = Field(default=None, description="Colours on the console (default: when stdout is a terminal).")
 
 
 class SlackSinkSettings(_SinkBase):
-    type: Literal["slack"]
-    url: SecretStr | None = None
-    url_env: str | None = None
-    url_file: Path | None = None
-    messages_per_second: float = Field(default=1.0, gt=0)
+    type: Literal["slack"] = Field(description="Sink type.")
+    url: RequiredSecret = Field(
+        default=None, description="Incoming-webhook URL, a secret: prefer `url_env` or `url_file`."
+    )
+    url_env: str | None = secret_env("the URL")
+    url_file: Path | None = secret_file("the URL")
+    messages_per_second: float = Field(default=1.0, gt=0, description="Pacing per Slack webhook.")
+    group_by: GroupBy = Field(
+        default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
+    )
 
     @model_validator(mode="after")
-    def _resolve(self) -> SlackSinkSettings:
-        url = read_secret(f"sink {self.name}: ", "url", self.url, self.url_env, self.url_file)
-        if url is None:
-            raise ValueError(f"sink {self.name}: set one of url, url_env or url_file")
-        check_http_url(url.get_secret_value(), f"sink {self.name}: webhook url")
-        object.__setattr__(self, "url", url)
+    def _url_shape(self) -> SlackSinkSettings:
+        if self.url is not None:
+            check_http_url(self.url.get_secret_value(), f"sink {self.name}: webhook url")
         return self
 
 
 class PagerDutySinkSettings(_SinkBase):
-    type: Literal["pagerduty"]
-    routing_key: SecretStr | None = None
-    routing_key_env: str | None = None
-    routing_key_file: Path | None = None
-    events_url: str = "https://events.pagerduty.com/v2/enqueue"
-    events_per_minute: float = Field(default=120.0, gt=0)
-    source: str | None = None
+    type: Literal["pagerduty"] = Field(description="Sink type.")
+    routing_key: RequiredSecret = Field(
+        default=None,
+        description="PagerDuty routing key inline (prefer `routing_key_env` or `routing_key_file`).",
+    )
+    routing_key_env: str | None = secret_env("the routing key")
+    routing_key_file: Path | None = secret_file("the routing key")
+    events_url: str = Field(
+        default="https://events.pagerduty.com/v2/enqueue", description="PagerDuty Events API v2 URL."
+    )
+    events_per_minute: float = Field(default=120.0, gt=0, description="Pacing per routing key.")
+    source: str | None = Field(default=None, description="PagerDuty `payload.source` (default: the consumer id).")
+    group_by: GroupBy = Field(
+        default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
+    )
 
     @field_validator("events_url")
     @classmethod
     def _url(cls, value: str) -> str:
         return check_http_url(value, "events_url")
 
-    @model_validator(mode="after")
-    def _resolve(self) -> PagerDutySinkSettings:
-        key = read_secret(
-            f"sink {self.name}: ",
-            "routing_key",
-            self.routing_key,
-            self.routing_key_env,
-            self.routing_key_file,
-        )
-        if key is None:
-            raise ValueError(
-                f"sink {self.name}: set one of routing_key, routing_key_env or routing_key_file"
-            )
-        object.__setattr__(self, "routing_key", key)
-        return self
-
 
 class WebhookSinkSettings(_SinkBase):
-    type: Literal["webhook"]
-    url: str | None = None
-    url_env: str | None = None
-    url_file: Path | None = None
-    secret: SecretStr | None = None
-    secret_env: str | None = None
-    secret_file: Path | None = None
+    type: Literal["webhook"] = Field(description="Sink type.")
+    url: RequiredSecretText = Field(default=None, description="Endpoint URL.")
+    url_env: str | None = secret_env("the URL")
+    url_file: Path | None = secret_file("the URL")
+    secret: RequiredSecret = Field(
+        default=None, description="Signing secret(s) inline, space or comma separated for rotation."
+    )
+    secret_env: str | None = secret_env("the signing secret(s)")
+    secret_file: Path | None = secret_file("the signing secret(s)")
 
     @model_validator(mode="after")
-    def _resolve(self) -> WebhookSinkSettings:
-        owner = f"sink {self.name}: "
-        raw_url = SecretStr(self.url) if self.url else None
-        url = read_secret(owner, "url", raw_url, self.url_env, self.url_file)
-        if url is None:
-            raise ValueError(f"{owner}set one of url, url_env or url_file")
-        object.__setattr__(self, "url", check_http_url(url.get_secret_value(), f"{owner}url"))
-        secret = read_secret(owner, "secret", self.secret, self.secret_env, self.secret_file)
-        if secret is None:
-            raise ValueError(f"{owner}set one of secret, secret_env or secret_file")
-        object.__setattr__(self, "secret", secret)
+    def _url_shape(self) -> WebhookSinkSettings:
+        if self.url is not None:
+            check_http_url(self.url, f"sink {self.name}: url")
         return self
 
     def signing_secrets(self) -> list[str]:
@@ -292,7 +391,11 @@ SinkSettings = Annotated[
 
 
 class Settings(BaseSettings):
-    """The whole configuration (DESIGN section 6)."""
+    """The whole configuration (docs/design.md, section 6).
+
+    Built by `load_settings`; constructing it directly (tests, benches) reads
+    no environment and no secret files.
+    """
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -304,7 +407,11 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
     sources: SourcesSettings = Field(default_factory=SourcesSettings)
-    severity: dict[str, Severity] = Field(default_factory=lambda: {"default": Severity.ERROR})
+    severity: dict[str, Severity] = Field(
+        default_factory=lambda: {"default": Severity.ERROR},
+        description="Fallback severity; further keys are queue globs (`\"payments*\" = \"critical\"`), "
+        "first match wins.",
+    )
     openclaw: OpenClawSettings | None = None
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
@@ -320,8 +427,8 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Environment overrides the file (passed in as init kwargs).
-        return (env_settings, init_settings)
+        # Only what is passed in: load_settings merges the environment itself.
+        return (init_settings,)
 
     @model_validator(mode="after")
     def _unique_sink_names(self) -> Settings:
@@ -344,6 +451,20 @@ class Settings(BaseSettings):
             return list(self.sinks)
         return [ConsoleSinkSettings(name="console", type="console")]
 
+    def referenced_variables(self) -> set[str]:
+        """Environment variable names the configuration points at (every `*_env` value)."""
+        return {value for key, value in _fields(self) if key.endswith("_env") and isinstance(value, str)}
+
+
+def _fields(model: BaseModel) -> Iterator[tuple[str, Any]]:
+    for key in type(model).model_fields:
+        value = getattr(model, key)
+        yield key, value
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, BaseModel):
+                yield from _fields(item)
+
 
 def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from `path` (or $DLQ_BRIDGE_CONFIG) and the environment.
@@ -354,23 +475,21 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     if path is None and env.get(CONFIG_ENV):
         path = Path(env[CONFIG_ENV])
     data = _read_toml(path) if path is not None else {}
+    data = deep_merge(data, env_overrides(Settings, env))
+    data, problems = resolve_secrets(Settings, data, env)
     try:
-        return _build(data, env)
+        settings = Settings(**data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc)) from None
+        problems += format_validation_error(exc)
+    if problems:
+        raise ConfigError(problems)
+    return settings
 
 
-def _build(data: dict[str, Any], env: Mapping[str, str]) -> Settings:
-    if env is os.environ:
-        return Settings(**data)
-    saved = dict(os.environ)
-    try:
-        os.environ.clear()
-        os.environ.update(env)
-        return Settings(**data)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+def unknown_env_variables(settings: Settings, environ: Mapping[str, str] | None = None) -> list[UnknownVariable]:
+    """Every `DLQ_BRIDGE_…` variable of `environ` that maps to no setting (a typo is not silent)."""
+    env = os.environ if environ is None else environ
+    return unknown_variables(Settings, env, settings.referenced_variables())
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -379,8 +498,12 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise ConfigError([f"config file {path} does not exist"]) from None
+    except IsADirectoryError:
+        raise ConfigError([f"config file {path} is a directory"]) from None
     except OSError as exc:
         raise ConfigError([f"config file {path} cannot be read ({exc.strerror})"]) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"config file {path} is not UTF-8 text (byte {exc.start})"]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"config file {path} is not valid TOML: {exc}"]) from None
 

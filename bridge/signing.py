@@ -26,6 +26,7 @@ from typing import Any
 
 WHSEC_PREFIX = "whsec_"
 DEFAULT_TOLERANCE_S = 300
+MAX_SIGNATURES = 16
 
 
 class SignatureError(ValueError):
@@ -85,30 +86,66 @@ def verify(
     *,
     tolerance_s: float = DEFAULT_TOLERANCE_S,
     now: float | None = None,
+    allow_x_signature: bool = False,
 ) -> dict[str, Any]:
-    """Check a received webhook and return its parsed JSON body.
+    """Check a received webhook and return its parsed JSON body; raises SignatureError.
 
-    Uses the Standard Webhooks headers when present (including the timestamp
-    tolerance, against replays), else `X-Signature`. `secrets` is one secret
-    or several (any may match). Raises SignatureError.
+    Standard Webhooks headers are required (with the timestamp tolerance,
+    against replays). `X-Signature` carries no timestamp, so a captured request
+    could be replayed forever: it is checked only when the caller opts in with
+    `allow_x_signature=True`, and only when no Standard Webhooks signature was
+    sent (a failing one is never retried as `X-Signature`). `secrets` is one
+    secret or several (rotation: any may match); empty or blank secrets are
+    refused. Every malformed input raises SignatureError, nothing else.
+    Dedupe on the signed `webhook-id`, not on an unsigned header.
     """
+    wanted = _secrets(secrets)
+    lower = {str(k).lower(): str(v) for k, v in headers.items()}
+    if "webhook-signature" in lower:
+        _verify_standard(body, lower, wanted, tolerance_s, time.time() if now is None else now)
+    elif "x-signature" in lower and allow_x_signature:
+        _verify_plain(body, lower["x-signature"], wanted)
+    elif "x-signature" in lower:
+        raise SignatureError("no webhook-signature (X-Signature alone is accepted only with allow_x_signature)")
+    else:
+        raise SignatureError("no signature header")
+    return _json_object(body)
+
+
+def _secrets(secrets: str | Sequence[str]) -> list[str]:
     wanted = [secrets] if isinstance(secrets, str) else list(secrets)
     if not wanted:
         raise SignatureError("no secret given")
-    lower = {k.lower(): v for k, v in headers.items()}
-    if "webhook-signature" in lower:
-        _verify_standard(body, lower, wanted, tolerance_s, time.time() if now is None else now)
-    elif "x-signature" in lower:
-        _verify_plain(body, lower["x-signature"], wanted)
-    else:
-        raise SignatureError("no signature header")
+    for secret in wanted:
+        if not isinstance(secret, str) or not secret.strip():
+            raise SignatureError("empty or blank secret")
+        try:
+            secret.encode()
+        except UnicodeEncodeError:
+            raise SignatureError("a secret must be valid text") from None
+        try:
+            key = standard_key(secret)
+        except ValueError:
+            raise SignatureError("a whsec_ secret must be base64 after the prefix") from None
+        if not key:
+            raise SignatureError("empty secret")
+    return wanted
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
     try:
         parsed = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise SignatureError("body is not JSON") from None
     if not isinstance(parsed, dict):
         raise SignatureError("body is not a JSON object")
     return parsed
+
+
+def _timestamp(stamp: str) -> int:
+    if not (stamp.isascii() and stamp.isdigit() and len(stamp) <= 12):
+        raise SignatureError("bad webhook-timestamp")
+    return int(stamp)
 
 
 def _verify_standard(
@@ -117,26 +154,30 @@ def _verify_standard(
     msg_id, stamp = headers.get("webhook-id", ""), headers.get("webhook-timestamp", "")
     if not msg_id or not stamp:
         raise SignatureError("missing webhook-id or webhook-timestamp")
-    try:
-        ts = int(stamp)
-    except ValueError:
-        raise SignatureError("bad webhook-timestamp") from None
-    if abs(now - ts) > tolerance_s:
+    if not (msg_id.isascii() and msg_id.isprintable()) or len(msg_id) > 256:
+        raise SignatureError("bad webhook-id")
+    ts = _timestamp(stamp)
+    if not abs(now - ts) <= tolerance_s:
         raise SignatureError("webhook-timestamp outside the tolerance")
-    given = set(headers["webhook-signature"].split())
+    given = _candidates(headers["webhook-signature"])
     expected = standard_signature(secrets, msg_id, ts, body).split()
     if not _any_match(given, expected):
         raise SignatureError("no matching webhook-signature")
 
 
 def _verify_plain(body: bytes, header: str, secrets: list[str]) -> None:
-    if not _any_match(set(header.split()), x_signature(secrets, body).split()):
+    if not _any_match(_candidates(header), x_signature(secrets, body).split()):
         raise SignatureError("no matching X-Signature")
 
 
-def _any_match(given: set[str], expected: list[str]) -> bool:
+def _candidates(header: str) -> set[bytes]:
+    """The signatures of a header (at most 16), as bytes; anything else is no match."""
+    return {part.encode("utf-8", "surrogatepass") for part in header.split()[:MAX_SIGNATURES]}
+
+
+def _any_match(given: set[bytes], expected: list[str]) -> bool:
     found = False
     for candidate in given:
         for good in expected:
-            found |= hmac.compare_digest(candidate.encode(), good.encode())
+            found |= hmac.compare_digest(candidate, good.encode())
     return found

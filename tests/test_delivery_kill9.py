@@ -60,7 +60,7 @@ async def test_kill9_mid_delivery_then_restart(aredis: aioredis.Redis, redis_url
         by_job[body["job_id"]].append((request.headers["idempotency-key"], request.headers["webhook-id"], request.body))
     assert set(by_job) == {f"k{i}" for i in range(ENTRIES)}, "every entry reached the receiver"
     for job_id, seen in by_job.items():
-        assert {k for k, _, _ in seen} == {f"kq:{job_id}"}, "a re-send carries the same Idempotency-Key"
+        assert {k for k, _, _ in seen} == {f"kill9-hooks:{job_id}"}, "a re-send carries the same Idempotency-Key"
         assert len({w for _, w, _ in seen}) == 1 and len({b for _, _, b in seen}) == 1
     assert await archived(aredis, SOURCE) == ENTRIES and await remaining(aredis, SOURCE) == 0
     assert await aredis.llen(keys.UNDELIVERABLE) == 0

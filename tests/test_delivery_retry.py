@@ -14,8 +14,8 @@ from pydantic import SecretStr
 
 from bridge.delivery.retry import backoff_s, is_retryable, retrying, wait_s
 from bridge.errors import SinkError, SinkPermanent, SinkRetryable
+from bridge.http import parse_retry_after
 from bridge.settings import DeliverySettings
-from bridge.sinks.http_errors import parse_retry_after
 from bridge.sinks.slack import SlackSink
 from tests.support.receiver import make_alert
 
@@ -93,6 +93,9 @@ def test_parse_retry_after_edge_cases() -> None:
     assert parse_retry_after("soon", now) is None
     assert parse_retry_after("", now) is None
     assert parse_retry_after(None, now) is None
+    assert parse_retry_after("86400", now) == 300.0  # one parser for sinks and gateway: capped
+    zoneless = formatdate(now + 30, usegmt=True).replace(" GMT", " -0000")
+    assert parse_retry_after(zoneless, now) == 30.0  # a date without a zone is UTC
 
 
 def test_a_long_retry_after_is_cut_to_the_cap_not_given_up_on() -> None:
@@ -167,3 +170,13 @@ async def test_loop_gives_up_at_the_deadline() -> None:
                 raise SinkRetryable("s", "HTTP 503", status=503)
     assert time.monotonic() - started < 1.0
     assert 3 <= attempts <= 8
+
+
+async def test_sink_errors_carry_status_and_detail_as_fields() -> None:
+    exc = await attempt_error(httpx.Response(400, text="invalid_blocks"))
+    assert isinstance(exc, SinkPermanent)
+    assert (exc.sink, exc.status, exc.detail) == ("slack", 400, "HTTP 400: invalid_blocks")
+    assert str(exc) == "sink slack: HTTP 400: invalid_blocks"
+    exc = await attempt_error(httpx.ConnectError("refused"))
+    assert exc is not None and exc.status is None
+    assert exc.detail.startswith("ConnectError") and exc.detail.endswith("(no response)")

@@ -5,7 +5,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.envelope import normalize, raw_digest
+from bridge.envelope import raw_digest
+from bridge.intake import normalize
 from bridge.models import DeadLetter
 from tests.conftest import envelope_entry
 
@@ -56,7 +57,7 @@ def test_deeply_nested_json_does_not_crash() -> None:
 
 def test_ten_megabyte_payload_is_truncated_and_marked() -> None:
     raw = json.dumps({"job_id": "big", "last_error": "x" * 10_000_000, "payload": "y" * 10_000_000}).encode()
-    dl = normalize(raw, "dead_letter:q", excerpt_max=2048)
+    dl = normalize(raw, "dead_letter:q", excerpt_max=2048, max_parse_bytes=32 * 1024 * 1024)
     assert dl.last_error is not None and "[truncated" in dl.last_error
     assert len(dl.last_error) < 9_000
     assert dl.payload_excerpt is not None and "[truncated" in dl.payload_excerpt

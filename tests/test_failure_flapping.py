@@ -89,10 +89,9 @@ async def test_flapping_sinks_deliver_every_entry_once_per_sink(
     [
         (FakeGateway(status=503), "http_503"),
         (FakeGateway(responder=lambda _e: "I think it broke. Sorry!"), "invalid_json"),
-        (FakeGateway(responder=lambda _e: json.dumps({"title": "x", "severity": "panic"})), "schema"),
         (FakeGateway(latency_s=3.0), "timeout"),
     ],
-    ids=["failing", "garbage", "wrong-schema", "slow"],
+    ids=["failing", "garbage", "slow"],
 )
 async def test_a_bad_gateway_never_stops_alerts(
     make_settings: Callable[..., Settings], aredis: aioredis.Redis, gateway: FakeGateway, reason: str
@@ -121,6 +120,31 @@ async def test_a_bad_gateway_never_stops_alerts(
     assert gateway.calls < count / 2, "the breaker must stop calling a broken gateway"
     assert runtime.metrics.registry.get_sample_value("dlq_bridge_gateway_circuit_open") == 1
     assert elapsed < 30
+
+
+async def test_a_wrong_schema_gateway_never_opens_the_breaker(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    """Schema failures are reply quality, not availability: they fall back but never trip it."""
+    count = 20
+    gateway = FakeGateway(responder=lambda _e: json.dumps({"title": "x", "severity": "panic"}))
+    await aredis.lpush(
+        SOURCE, *[envelope_entry(queue="flap", job_id=f"s{i}", job_name=f"job{i}") for i in range(count)]
+    )
+    hook = Receiver()
+    async with serve(gateway.app()) as gw, serve(hook.app) as h:
+        settings = make_settings(
+            openclaw={"url": gw, "timeout_s": 0.5, "breaker_failures": 3, "breaker_cooldown_s": 60},
+            sinks=[{"name": "hook", "type": "webhook", "url": f"{h}/in", "secret": "s"}],
+            sources={"concurrency": 8},
+            environ={"OPENCLAW_GATEWAY_TOKEN": "t"},
+        )
+        runtime = await drain(settings)
+    assert len(hook.requests) == count
+    reasons = Counter(k[1]["reason"] for k in _summary_samples(runtime))
+    assert reasons == {"schema": count}, reasons
+    assert gateway.calls == count  # one per cause: the circuit never opened
+    assert runtime.metrics.registry.get_sample_value("dlq_bridge_gateway_circuit_open") == 0
 
 
 def _summary_samples(runtime: Runtime) -> list[tuple[str, dict[str, str]]]:

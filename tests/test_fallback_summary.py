@@ -7,6 +7,7 @@ from bridge.envelope import normalize
 from bridge.models import Alert, Severity, SummarySource
 from bridge.runbooks import RunbookCatalog
 from bridge.sinks.console import ConsoleSink
+from bridge.sinks.slack import render_card as slack_card
 from bridge.summarize.fallback import FallbackSummarizer
 from tests.conftest import envelope_entry
 
@@ -94,3 +95,47 @@ async def test_console_card_shows_what_on_call_needs() -> None:
         "fallback",
     ):
         assert expected in card, expected
+
+
+# --- issue 10, defect 10: cards ------------------------------------------------------------
+
+async def test_one_attempt_is_singular() -> None:
+    s = await summarizer().summarize(normalize(envelope_entry(attempts=1), "dead_letter:orders"))
+    assert s.title == "orders: ship_order failed after 1 attempt"
+
+
+async def test_fallback_cards_show_the_last_error_once() -> None:
+    """The fallback's cause is the error (the contract); the cards say it once, as the last error."""
+    for error in ("TimeoutError: warehouse API timed out after 30s", "something odd happened at 12:00"):
+        dl = normalize(envelope_entry(last_error=error), "dead_letter:orders")
+        s = await summarizer().summarize(dl)
+        assert s.likely_cause.startswith(error)
+        card = json.dumps(slack_card(Alert(dead_letter=dl, summary=s)), ensure_ascii=False)
+        assert card.count(error.split(": ")[-1]) == 1  # in "Last error", not again in "Likely cause"
+        assert "Likely cause" not in card and "Last error" in card
+
+
+async def test_a_model_cause_is_shown_beside_the_last_error() -> None:
+    dl = normalize(envelope_entry(), "dead_letter:orders")
+    s = (await summarizer().summarize(dl)).model_copy(update={"likely_cause": "The warehouse API is down."})
+    card = json.dumps(slack_card(Alert(dead_letter=dl, summary=s)), ensure_ascii=False)
+    assert "Likely cause" in card and "The warehouse API is down." in card and "Last error" in card
+
+
+async def test_console_card_of_an_unparseable_entry_shows_its_text() -> None:
+    dl = normalize(b'{"job_id": "half-written", "queue": "ord', "dead_letter:orders")
+    assert dl.parse_error
+    summary = await summarizer().summarize(dl)
+    out = io.StringIO()
+    await ConsoleSink(stream=out, color=False).send(Alert(dead_letter=dl, summary=summary))
+    card = out.getvalue()
+    assert '│ payload    {"job_id": "half-written", "queue": "ord' in card
+
+
+async def test_console_card_shows_the_last_error_once_beside_the_cause() -> None:
+    dl = normalize(envelope_entry(), "dead_letter:orders")
+    summary = await summarizer().summarize(dl)
+    card = io.StringIO()
+    await ConsoleSink(stream=card, color=False).send(Alert(dead_letter=dl, summary=summary))
+    assert card.getvalue().count("warehouse API timed out after 30s") == 1
+    assert "│ error      TimeoutError: warehouse API timed out after 30s" in card.getvalue()

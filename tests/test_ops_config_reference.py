@@ -47,7 +47,10 @@ def test_rows_have_types_defaults_and_descriptions() -> None:
     assert "| integer (≥ 0, ≤ 65535) | `8080` |" in rows[("| `[server]`", "`port`")]
     assert "| number (> 0) | `25.0` |" in rows[("| `[server]`", "`grace_s`")]
     assert "the host name" in rows[("| `[redis]`", "`consumer_id`")]  # not this machine's name
-    assert "| secret (optional) | unset |" in rows[('| `[[sinks]] type = "slack"`', "`url`")]
+    assert "| secret | required: `url`, `url_env` or `url_file` |" in rows[('| `[[sinks]] type = "slack"`', "`url`")]
+    webhook_secret = rows[('| `[[sinks]] type = "webhook"`', "`secret`")]
+    assert "| secret | required: `secret`, `secret_env` or `secret_file` |" in webhook_secret  # issue 10.9
+    assert "| secret (optional) | unset |" in rows[("| `[openclaw]`", "`token`")]
     missing = [key for key, line in rows.items() if line.rstrip().endswith("|  |")]
     assert not missing, f"fields without a description: {missing}"
 

@@ -77,7 +77,7 @@ def test_limit_and_job_id(clean_redis: redis.Redis, config: Path, capsys: pytest
     assert job_ids(clean_redis, "orders") == ["job-4", "job-3", "job-1", "job-0"]
     assert job_ids(clean_redis, "dead_letter:orders") == ["job-5", "job-2"]
     code, out = redrive(config, capsys, "orders", "--job-id", "no-such-job")
-    assert code == 1 and "moved 0 entries" in out
+    assert code == 4 and "no entry of dead_letter:orders has job id no-such-job (2 entries scanned)" in out
 
 
 def test_from_archive_and_custom_target(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,13 @@ import pytest
 from bridge.cli import main
 from bridge.errors import ConfigError
 from bridge.models import Severity
-from bridge.settings import SlackSinkSettings, WebhookSinkSettings, load_settings
+from bridge.settings import (
+    Settings,
+    SlackSinkSettings,
+    WebhookSinkSettings,
+    load_settings,
+    unknown_env_variables,
+)
 
 FULL = """
 [server]
@@ -126,3 +133,96 @@ def test_zero_configuration_uses_console_sink() -> None:
     assert s.redis.url is None
     assert s.openclaw is None
     assert [sink.type for sink in s.effective_sinks()] == ["console"]
+
+
+def test_secrets_come_from_the_given_environment_not_os_environ(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACK_URL", "https://hooks.slack.com/services/T/B/PROCESS")
+    monkeypatch.setenv("DLQ_BRIDGE_SERVER__PORT", "9999")
+    path = write(tmp_path, '[[sinks]]\nname = "s"\ntype = "slack"\nurl_env = "SLACK_URL"\n')
+    s = load_settings(path, {"SLACK_URL": "https://hooks.slack.com/services/T/B/GIVEN"})
+    assert s.sinks[0].url.get_secret_value().endswith("GIVEN")  # type: ignore[union-attr]
+    assert s.server.port == 8080
+    with pytest.raises(ConfigError, match=r"SLACK_URL .*is not set"):
+        load_settings(path, {})
+    assert os.environ["SLACK_URL"].endswith("PROCESS")
+
+
+def test_building_a_model_reads_no_environment_and_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACK_URL", "https://hooks.slack.com/services/T/B/X")
+    monkeypatch.setenv("DLQ_BRIDGE_SERVER__PORT", "9999")
+    sink = SlackSinkSettings(name="s", type="slack", url_env="SLACK_URL", url_file=tmp_path / "absent")
+    assert sink.url is None  # resolving secrets is load_settings' job, not a validator's
+    assert Settings().server.port == 8080
+
+
+def test_a_required_secret_needs_one_of_its_three_sources(tmp_path: Path) -> None:
+    path = write(tmp_path, '[[sinks]]\nname = "hook"\ntype = "webhook"\nurl = "https://x.test/in"\n')
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, {})
+    assert info.value.problems == ["sinks.0: sink hook: set one of secret, secret_env or secret_file"]
+
+
+def test_secret_file_and_env_file_problems_name_the_key(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    path = write(
+        tmp_path,
+        f'[[sinks]]\nname = "pd"\ntype = "pagerduty"\nrouting_key_file = "{empty}"\n'
+        f'[[sinks]]\nname = "s"\ntype = "slack"\nurl_env = "S_URL"\n',
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, {"S_URL_FILE": str(tmp_path / "nope")})
+    assert info.value.problems == [
+        f"sinks.0.routing_key_file: {empty} is empty",
+        f"sinks.1.url_env ({'S_URL'}_FILE): {tmp_path / 'nope'} cannot be read (No such file or directory)",
+    ]
+
+
+def test_openclaw_model_defaults_from_the_agent(tmp_path: Path) -> None:
+    path = write(tmp_path, '[openclaw]\nurl = "http://127.0.0.1:1"\nagent = "triage"\ntoken = "t"\n')
+    s = load_settings(path, {})
+    assert s.openclaw is not None and s.openclaw.model == "openclaw/triage"
+    assert s.openclaw.token is not None and s.openclaw.token.get_secret_value() == "t"
+
+
+def test_non_utf8_config_is_one_clear_line(tmp_path: Path) -> None:
+    path = tmp_path / "bridge.toml"
+    path.write_bytes(b'[server]\nhost = "caf\xe9"\n')
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, {})
+    assert info.value.problems == [f"config file {path} is not UTF-8 text (byte 20)"]
+
+
+@pytest.mark.parametrize("url", ["redis://:pw@127.0.0.1:99999/0", "redis://:pw@127.0.0.1:port/0"])
+def test_redis_url_with_a_bad_port_is_one_clear_line(tmp_path: Path, url: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(write(tmp_path, f'[redis]\nurl = "{url}"\n'), {})
+    assert info.value.problems == ["redis: redis.url has a bad port (a number from 1 to 65535)"]
+    assert "pw" not in str(info.value)
+
+
+def test_unknown_dlq_bridge_variables_are_named_with_the_closest_setting() -> None:
+    environ = {
+        "DLQ_BRIDGE_SERVR__PORT": "1",
+        "DLQ_BRIDGE_SERVER_PORT": "1",
+        "DLQ_BRIDGE_SERVER__PORT": "9000",
+        "DLQ_BRIDGE_SEVERITY__payments*": "critical",
+        "DLQ_BRIDGE_CONFIG": "x.toml",
+        "DLQ_BRIDGE_MY_TOKEN": "t",
+        "OTHER": "x",
+    }
+    s = load_settings(None, {k: v for k, v in environ.items() if k != "DLQ_BRIDGE_CONFIG"})
+    assert s.server.port == 9000
+    environ["DLQ_BRIDGE_WHATEVER"] = "x"
+    s = Settings(openclaw={"url": "http://x.test", "token_env": "DLQ_BRIDGE_MY_TOKEN"})
+    assert [u.message for u in unknown_env_variables(s, environ)] == [
+        "environment variable DLQ_BRIDGE_SERVER_PORT matches no setting and is ignored"
+        " (did you mean DLQ_BRIDGE_SERVER__PORT?)",
+        "environment variable DLQ_BRIDGE_SERVR__PORT matches no setting and is ignored"
+        " (did you mean DLQ_BRIDGE_SERVER__PORT?)",
+        "environment variable DLQ_BRIDGE_WHATEVER matches no setting and is ignored",
+    ]

@@ -35,9 +35,9 @@ def test_file_without_openclaw_prints_fallback_and_console_card(
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["summary"]["source"] == "fallback" and doc["summary"]["fallback_reason"] == "disabled"
-    assert doc["summary"]["title"] == "orders: ship_order failed after 3 attempts"
+    assert doc["summary"]["title"] == "manual: ship_order failed after 3 attempts"
     assert [s["sink"] for s in doc["sinks"]] == ["console"]
-    assert "orders: ship_order failed after 3 attempts" in doc["sinks"][0]["body"]["card"]
+    assert "manual: ship_order failed after 3 attempts" in doc["sinks"][0]["body"]["card"]
     assert "hunter2" not in json.dumps(doc)
 
 
@@ -51,8 +51,8 @@ def test_stdin_and_unreadable_file(
     assert main(["--config", config, "summarize", "-"]) == 0
     out = capsys.readouterr().out
     assert "unparseable dead letter" in out and "would send, not sent" in out
-    assert main(["--config", config, "summarize", "--file", str(tmp_path / "missing.json")]) == 1
-    assert "cannot read" in capsys.readouterr().err
+    assert main(["--config", config, "summarize", "--file", str(tmp_path / "missing.json")]) == 4
+    assert "missing.json does not exist" in capsys.readouterr().err
 
 
 async def test_queue_entry_with_gateway_renders_sinks_and_sends_nothing(
@@ -94,4 +94,4 @@ async def test_queue_entry_with_gateway_renders_sinks_and_sends_nothing(
 
 async def test_empty_queue_fails(make_settings: Callable[..., Settings], aredis: aioredis.Redis) -> None:
     args = build_parser().parse_args(["summarize", "--queue", "nothing"])
-    assert await run_async(make_settings(), args, io.StringIO()) == 1
+    assert await run_async(make_settings(), args, io.StringIO()) == 4  # not found

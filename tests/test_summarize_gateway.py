@@ -203,7 +203,7 @@ async def test_429_honours_retry_after(rig: Rig) -> None:
     second = await rig.summarize(job_name="other_job")
     assert second.source == "fallback" and second.fallback_reason == "http_429"
     assert rig.route.call_count == 1
-    assert rig.summarizer.breaker.paused
+    assert (await rig.summarizer.gate.admit()).verdict == "paused"
     assert b"dlq_bridge_gateway_circuit_open 1.0" in rig.metrics.render()
 
 
@@ -325,7 +325,7 @@ async def test_budget_limits_calls_per_minute(rig_factory: Callable[..., Rig]) -
     assert rig.route.call_count == 2
 
 
-async def test_model_text_is_cleaned_of_new_urls_and_secrets(rig: Rig) -> None:
+async def test_model_text_is_cleaned_of_urls_and_secrets(rig: Rig) -> None:
     reply = {**VALID, "likely_cause": "See https://evil.example/login and use AKIAABCDEFGHIJKLMNOP",
              "next_steps": ["Call http://warehouse.internal:8080/health"]}
     rig.route.mock(return_value=chat(json.dumps(reply)))
@@ -333,7 +333,8 @@ async def test_model_text_is_cleaned_of_new_urls_and_secrets(rig: Rig) -> None:
     assert summary.source == "openclaw"
     assert "evil.example" not in summary.likely_cause and "[link removed]" in summary.likely_cause
     assert "AKIA" not in summary.likely_cause
-    assert summary.next_steps == ["Call http://warehouse.internal:8080/health"]  # from the envelope
+    # even a URL the dead letter holds is removed: the producer wrote it, so it is untrusted too
+    assert summary.next_steps == ["Call [link removed]"]
 
 
 async def test_disabled_when_no_openclaw_section(

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from bridge.errors import SummaryError
+from bridge.http import parse_retry_after
 from bridge.runbooks import RunbookCatalog
 from bridge.summarize.breaker import BreakerState, CircuitBreaker
 from bridge.summarize.budget import CallBudget
-from bridge.summarize.openclaw import parse_retry_after
 from bridge.summarize.prompt import load_system_prompt, user_message
 from bridge.summarize.reply import extract_json_object, parse_reply
 from tests.test_summarize_gateway import VALID, dead_letter

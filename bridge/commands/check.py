@@ -30,9 +30,9 @@ from bridge.commands.common import (
     render_table,
 )
 from bridge.runbooks import RunbookCatalog
-from bridge.settings import CONFIG_ENV, Settings, SinkSettings
+from bridge.settings import CONFIG_ENV, Settings, SinkSettings, unknown_env_variables
 
-OK, FAIL, SKIP = "ok", "FAIL", "skip"
+OK, FAIL, SKIP, WARN = "ok", "FAIL", "skip", "warn"
 
 EPILOG = """examples:
   dlq-bridge --config bridge.toml check
@@ -91,7 +91,8 @@ async def check_all(
 ) -> list[Result]:
     """Every probe, concurrently; results in a stable order."""
     where = config or "(defaults and environment)"
-    results = [Result("config", where, OK, _config_detail(settings)), check_runbooks(settings)]
+    results = [Result("config", where, OK, _config_detail(settings)), *check_environment(settings)]
+    results.append(check_runbooks(settings))
     # Like the bridge's own client: no proxies from the environment, no redirects.
     async with httpx.AsyncClient(transport=transport or httpx.AsyncHTTPTransport(), trust_env=False,
                                  timeout=probe_s, follow_redirects=False) as http:
@@ -104,6 +105,12 @@ async def check_all(
 def _config_detail(settings: Settings) -> str:
     sinks = ", ".join(f"{s.name} ({s.type})" for s in settings.effective_sinks())
     return f"valid; consumer {settings.redis.consumer_id}; sinks: {sinks}"
+
+
+def check_environment(settings: Settings) -> list[Result]:
+    """A `warn` row per DLQ_BRIDGE_ variable that maps to no setting (it does not fail the check)."""
+    return [Result("environment", unknown.name, WARN, unknown.message)
+            for unknown in unknown_env_variables(settings)]
 
 
 def check_runbooks(settings: Settings) -> Result:

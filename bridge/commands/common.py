@@ -6,17 +6,18 @@ import contextlib
 import fnmatch
 import shutil
 from collections.abc import AsyncIterator, Sequence
-from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as redis
 
 from bridge import keys
 from bridge.embedded import EmbeddedRedis
+from bridge.exit_codes import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from bridge.redis_client import build_redis
 from bridge.settings import Settings
+from bridge.urls import MASK, mask_url
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-MASK = "****"
+# The commands import these from here.
+__all__ = ["EXIT_FAILED", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_USAGE", "MASK", "mask_url"]
 
 
 def redis_target(settings: Settings) -> str:
@@ -24,21 +25,6 @@ def redis_target(settings: Settings) -> str:
     if settings.redis.url is None:
         return f"embedded (127.0.0.1:{settings.redis.embedded_port})"
     return mask_url(settings.redis.url.get_secret_value(), keep_path=True)
-
-
-def mask_url(url: str, *, keep_path: bool = False) -> str:
-    """`scheme://host[:port]` plus the path only when asked; passwords and queries never."""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return f"unix://{parts.path}"
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    if parts.username or parts.password:
-        netloc = f"{parts.username or ''}:{MASK}@{netloc}" if parts.password else f"{MASK}@{netloc}"
-    path = parts.path if keep_path else ("/" + MASK if parts.path.strip("/") else "")
-    return urlunsplit((parts.scheme, netloc, path, "", ""))
 
 
 @contextlib.asynccontextmanager
@@ -67,6 +53,12 @@ def resolve_source(name: str, match: str) -> str:
     if name.startswith(keys.DLQ_PREFIX) or fnmatch.fnmatchcase(name, match):
         return name
     return keys.DLQ_PREFIX + name
+
+
+def no_such_sink(unknown: Sequence[str], configured: Sequence[str]) -> str:
+    """The one line for a `--sink` name that no configured sink has (exit 4)."""
+    names = ", ".join(configured) or "none"
+    return f"no sink named {', '.join(unknown)} (configured: {names})"
 
 
 def plural(count: int, one: str, many: str) -> str:

@@ -6,7 +6,8 @@
 
 `--check` and `--write` work on the text between the markers
 `<!-- config-reference:start -->` and `<!-- config-reference:end -->` only.
-A field's `Field(description=...)` wins over the text in DESCRIPTIONS.
+Every row's description is the field's `Field(description=...)` in bridge/settings.py;
+a secret's `x_env` / `x_file` companions describe themselves (bridge/secret_fields.py).
 """
 
 from __future__ import annotations
@@ -25,84 +26,11 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from bridge.models import Severity
+from bridge.secret_fields import secret_spec
 from bridge.settings import Settings
 
 START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 DEFAULT_OVERRIDES = {"redis.consumer_id": "the host name (pod name in Kubernetes)"}
-
-DESCRIPTIONS = {
-    "server.host": "Listen address of `/healthz` and `/metrics` (the image sets 0.0.0.0).",
-    "server.port": "Listen port.",
-    "server.grace_s": "On SIGTERM: seconds to finish in-flight entries before leaving them in the processing list.",
-    "server.log_level": "Log level.",
-    "redis.url": "Redis URL (`redis://`, `rediss://`, `unix://`); unset with no `url_env`/`url_file`: embedded Redis.",
-    "redis.url_env": "Environment variable holding the URL (or `<NAME>_FILE` with a path).",
-    "redis.url_file": "File holding the URL.",
-    "redis.consumer_id": "Stable id of this bridge: names its processing lists and heartbeat.",
-    "redis.data_dir": "Data folder of the embedded Redis.",
-    "redis.embedded_port": "Loopback port of the embedded Redis.",
-    "redis.socket_timeout_s": "Timeout of one Redis command.",
-    "sources.match": "SCAN pattern of the DLQ lists (never KEYS).",
-    "sources.archive_max": "Finished entries kept per DLQ in `dlq_bridge:alerted:<ref>`.",
-    "sources.concurrency": "Entries processed at once.",
-    "sources.rescan_interval_s": "How often new DLQs are discovered by SCAN (raise it for huge keyspaces).",
-    "sources.poll_interval_s": "Blocking wait per DLQ while all are empty.",
-    "sources.heartbeat_interval_s": "How often the consumer heartbeat is refreshed.",
-    "sources.heartbeat_ttl_s": "Heartbeat lifetime; after it, other consumers reap the processing list.",
-    "sources.reap_interval_s": "How often processing lists of dead consumers are returned.",
-    "sources.excerpt_max_bytes": "Largest payload excerpt kept in an envelope.",
-    "severity.default": (
-        "Fallback severity; further keys are queue globs (`\"payments*\" = \"critical\"`), first match wins."
-    ),
-    "openclaw.url": "Gateway base URL; without an `[openclaw]` section: fallback summaries only.",
-    "openclaw.agent": "Agent id (`x-openclaw-agent-id`).",
-    "openclaw.model": "Model name; default `openclaw/<agent>` (older gateways: `openclaw:<agent>`).",
-    "openclaw.token": "Gateway token inline (prefer `token_env` or `token_file`).",
-    "openclaw.token_env": "Environment variable holding the token (or `<NAME>_FILE`).",
-    "openclaw.token_file": "File holding the token.",
-    "openclaw.timeout_s": "Timeout of one gateway call; then a fallback summary.",
-    "openclaw.max_concurrency": "Gateway calls in flight at most.",
-    "openclaw.calls_per_minute": "Call budget per minute; over it: fallback summaries (`budget`).",
-    "openclaw.cache_ttl_s": "Summary cache lifetime per fingerprint.",
-    "openclaw.breaker_failures": "Consecutive failures that open the circuit.",
-    "openclaw.breaker_cooldown_s": "Seconds the circuit stays open before a trial call.",
-    "openclaw.json_mode": "Ask for `response_format` JSON (best effort; replies are validated anyway).",
-    "delivery.max_attempts": "Attempts per sink before the delivery is recorded as undeliverable.",
-    "delivery.base_delay_s": "Base of the full-jitter backoff.",
-    "delivery.max_delay_s": "Cap of the backoff between attempts.",
-    "delivery.max_retry_after_s": "Longest `Retry-After` honoured (longer values are cut to this).",
-    "delivery.deadline_s": "Give up on a delivery after this long.",
-    "delivery.request_timeout_s": "Timeout of one HTTP request to a sink.",
-    "delivery.ledger_ttl_s": "How long the delivery ledger remembers a sent alert.",
-    "delivery.sink_concurrency": "Deliveries in flight per unpaced sink (webhook, console) and replica.",
-    "delivery.paced_sink_concurrency": "Deliveries in flight per paced sink (slack, pagerduty) and replica.",
-    "delivery.lease_s": "Lease on a taken sink-queue item; a killed replica's items come back after it.",
-    "delivery.queue_stale_s": "A sink queue whose oldest alert is older shows `degraded` on /healthz.",
-    "http.transport": "HTTP transport under the shared httpx client.",
-    "http.max_connections": "Connection pool size.",
-    "runbooks.dir": "Folder of failure runbooks (default: the packaged ones).",
-    "runbooks.base_url": "Where runbooks are published; alert cards link `<base_url>/<id>.md`.",
-    "sinks.name": "Unique sink name (metrics labels, ledger keys).",
-    "sinks.type": "Sink type.",
-    "sinks.min_severity": "Lowest severity this sink receives.",
-    "sinks.queues": "Queue globs this sink receives (empty: all).",
-    "sinks.color": "Colours on the console (default: when stdout is a terminal).",
-    "sinks.url": "Endpoint URL.",
-    "sinks.slack.url": "Incoming-webhook URL, a secret: prefer `url_env` or `url_file`.",
-    "sinks.url_env": "Environment variable holding the URL (or `<NAME>_FILE`).",
-    "sinks.url_file": "File holding the URL.",
-    "sinks.messages_per_second": "Pacing per Slack webhook.",
-    "sinks.routing_key": "PagerDuty routing key inline (prefer `routing_key_env` or `routing_key_file`).",
-    "sinks.routing_key_env": "Environment variable holding the routing key (or `<NAME>_FILE`).",
-    "sinks.routing_key_file": "File holding the routing key.",
-    "sinks.events_url": "PagerDuty Events API v2 URL.",
-    "sinks.events_per_minute": "Pacing per routing key.",
-    "sinks.source": "PagerDuty `payload.source` (default: the consumer id).",
-    "sinks.secret": "Signing secret(s) inline, space or comma separated for rotation.",
-    "sinks.secret_env": "Environment variable holding the signing secret(s) (or `<NAME>_FILE`).",
-    "sinks.secret_file": "File holding the signing secret(s).",
-}
-
 
 def reference() -> str:
     """The Markdown table: section, key, type, default, description; ends with a newline."""
@@ -118,7 +46,8 @@ def reference() -> str:
 
 def _severity_row() -> str:
     default = Settings.model_fields["severity"].default_factory()  # type: ignore[call-arg,misc]
-    field = FieldInfo(annotation=Severity, default=default["default"])
+    described = Settings.model_fields["severity"].description
+    field = FieldInfo(annotation=Severity, default=default["default"], description=described)
     return _row("[severity]", "severity", "default", field)
 
 
@@ -150,13 +79,16 @@ def _sink_models() -> list[type[BaseModel]]:
 
 def _row(section: str, prefix: str, key: str, field: FieldInfo) -> str:
     generic = f"{prefix.split('.')[0]}.{key}"
-    description = field.description or DESCRIPTIONS.get(f"{prefix}.{key}") or DESCRIPTIONS.get(generic, "")
-    cells = [f"`{section}`", f"`{key}`", type_name(field), default_text(generic, field), description]
+    cells = [f"`{section}`", f"`{key}`", type_name(field), default_text(generic, field, key),
+             field.description or ""]
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
 def type_name(field: FieldInfo) -> str:
+    spec = secret_spec(field)
     text = _type_text(field.annotation)
+    if spec is not None and spec.required:  # "required" shows in the default column
+        text = text.removesuffix(" (optional)")
     bounds = [b for b in (_bound(m) for m in field.metadata) if b]
     return f"{text} ({', '.join(bounds)})" if bounds else text
 
@@ -184,9 +116,12 @@ def _type_text(annotation: Any) -> str:
     return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
 
 
-def default_text(dotted: str, field: FieldInfo) -> str:
+def default_text(dotted: str, field: FieldInfo, key: str = "") -> str:
     if dotted in DEFAULT_OVERRIDES:
         return DEFAULT_OVERRIDES[dotted]
+    spec = secret_spec(field)
+    if spec is not None and spec.required:
+        return f"required: `{key}`, `{key}_env` or `{key}_file`"
     if field.default_factory is not None:
         value: Any = field.default_factory()  # type: ignore[call-arg]
     elif field.default is PydanticUndefined:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import json
 import sys
 import time
@@ -22,6 +23,7 @@ import redis.asyncio as redis
 from bridge import keys
 from bridge.commands.common import (
     EXIT_FAILED,
+    EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_USAGE,
     as_bytes,
@@ -55,8 +57,10 @@ reset to 0 (JSON objects; other bytes move unchanged). One atomic Lua script
 per entry: a kill at any moment loses and duplicates nothing. On Redis Cluster
 the DLQ and the work queue must share a hash slot (a common {hash tag}).
 
-exit codes: 0 done (also when nothing matched without --job-id), 1 Redis error,
-interrupted, or no entry had the given --job-id, 2 bad configuration or usage
+exit codes: 0 done (also when the DLQ is empty now), 1 Redis error or
+interrupted, 2 bad configuration or usage, 4 not found: neither the DLQ, its
+archive nor its work queue exists, or a given --job-id matched no entry (named
+on stderr)
 """
 
 
@@ -77,6 +81,7 @@ class Outcome:
     moved: int = 0
     vanished: int = 0  # matched, but gone before the move (claimed by the bridge meanwhile)
     samples: list[str] = field(default_factory=list)
+    found_ids: set[str] = field(default_factory=set)  # the given --job-id values seen
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
@@ -122,10 +127,30 @@ async def _run(settings: Settings, args: argparse.Namespace, outcome: Outcome) -
         if problem:
             print(f"redrive: {problem}", file=sys.stderr)
             return EXIT_FAILED
+        if not await client.exists(plan.dlq, keys.alerted(plan.dlq), plan.target):
+            print(f"redrive: {await no_such_queue(client, plan, settings.sources.match)}", file=sys.stderr)
+            return EXIT_NOT_FOUND
         total = int(await client.llen(plan.source))
         await redrive(client, plan, outcome, progress_printer(plan, total))
     print(summary_line(plan, outcome))
-    return EXIT_FAILED if plan.job_ids and outcome.matched == 0 else EXIT_OK
+    missing = sorted(plan.job_ids - outcome.found_ids)
+    if missing and not _limit_reached(plan, outcome):
+        print(f"redrive: no entry of {plan.source} has job id {', '.join(missing)} "
+              f"({plural(outcome.scanned, 'entry', 'entries')} scanned)", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    return EXIT_OK
+
+
+async def no_such_queue(client: redis.Redis, plan: Plan, match: str) -> str:
+    """What was not found, and the closest DLQ names that exist."""
+    text = f"no such queue: {plan.dlq} does not exist, nor its archive or the work queue {plan.target}"
+    names = []
+    async for key in client.scan_iter(match=match, count=1000, _type="list"):
+        names.append(as_bytes(key).decode("utf-8", errors="replace"))
+        if len(names) >= 10_000:
+            break
+    close = difflib.get_close_matches(plan.dlq, names, n=3)
+    return text + (f" (did you mean {', '.join(close)}?)" if close else "")
 
 
 def make_plan(args: argparse.Namespace, match: str) -> Plan | str:
@@ -183,8 +208,11 @@ def _select(plan: Plan, outcome: Outcome, raws: list[bytes]) -> list[bytes]:
         if _limit_reached(plan, outcome):
             break
         outcome.scanned += 1
-        if plan.job_ids and job_id(raw, plan.dlq) not in plan.job_ids:
-            continue
+        if plan.job_ids:
+            found = job_id(raw, plan.dlq)
+            if found not in plan.job_ids:
+                continue
+            outcome.found_ids.add(found)
         outcome.matched += 1
         if plan.dry_run:
             if len(outcome.samples) < 10:

@@ -16,7 +16,7 @@ import sys
 from datetime import UTC, datetime
 from typing import TextIO
 
-from bridge.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, render_table
+from bridge.commands.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, no_such_sink, render_table
 from bridge.delivery.deliver import Deliverer, Result, Route
 from bridge.delivery.factory import build_routes
 from bridge.health import Health
@@ -35,7 +35,8 @@ EPILOG = """examples:
   dlq-bridge send-test --severity critical # PagerDuty pages at this severity
 
 Up to 3 attempts per sink (Retry-After honoured), 60 s at most.
-exit codes: 0 every sink accepted the alert, 1 a sink failed, 2 unknown sink
+exit codes: 0 every sink accepted the alert, 1 a sink failed, 2 bad
+configuration or usage, 4 no sink has the given --sink name (named on stderr)
 """
 
 
@@ -85,8 +86,8 @@ async def send_test(
         chosen = [r for r in routes if not only or r.sink.name in only]
         unknown = sorted(set(only or []) - {r.sink.name for r in routes})
         if unknown:
-            print(f"send-test: no sink named {', '.join(unknown)}", file=sys.stderr)
-            return EXIT_USAGE
+            print(f"send-test: {no_such_sink(unknown, [r.sink.name for r in routes])}", file=sys.stderr)
+            return EXIT_NOT_FOUND
         results = await deliver_all(settings, chosen, test_alert(severity, settings.redis.consumer_id))
     finally:
         await http.aclose()
@@ -110,6 +111,6 @@ def report(routes: list[Route], results: list[Result]) -> str:
         status = "ok" if ok else "FAILED"
         detail = f"{result.attempts} attempt{'s' if result.attempts != 1 else ''}"
         if not ok:
-            detail += f": {(result.error or '').removeprefix(f'sink {route.sink.name}: ')[:200]}"
+            detail += f": {(result.error or '')[:200]}"
         rows.append([route.sink.name, route.settings.type, status, detail])
     return render_table(["SINK", "TYPE", "RESULT", "DETAIL"], rows)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-from bridge.commands.common import EXIT_FAILED, EXIT_OK, as_bytes, resolve_source
+from bridge.commands.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, as_bytes, resolve_source
 from bridge.envelope import normalize
 from bridge.models import Alert
 from bridge.runtime import Runtime, open_runtime, runbook_url_builder
@@ -28,7 +28,8 @@ EPILOG = """examples:
 Runs the real summarizer (OpenClaw when [openclaw] is set, with its cache and
 fallback) and renders each routed sink's card. Nothing is sent.
 
-exit codes: 0 ok, 1 no entry (empty queue, unreadable file), 2 bad configuration
+exit codes: 0 ok, 1 the file cannot be read, 2 bad configuration or usage,
+4 no entry: stdin or the file is empty, the file or the queue does not exist
 """
 
 
@@ -46,10 +47,17 @@ Entry = tuple[bytes, str]  # raw bytes, source key
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     given = None if args.queue else read_given(args, sys.stdin.buffer)
+    if isinstance(given, NotFound):
+        print(f"summarize: {given}", file=sys.stderr)
+        return EXIT_NOT_FOUND
     if isinstance(given, str):
         print(f"summarize: {given}", file=sys.stderr)
         return EXIT_FAILED
     return asyncio.run(run_async(settings, args, sys.stdout, given))
+
+
+class NotFound(str):
+    """Why there is no entry to summarize (exit 4), as opposed to a read failure."""
 
 
 def read_given(args: argparse.Namespace, stdin: BinaryIO) -> Entry | str:
@@ -58,11 +66,15 @@ def read_given(args: argparse.Namespace, stdin: BinaryIO) -> Entry | str:
     if path == "-":
         if stdin.isatty():
             print("summarize: reading one entry from stdin (end with Ctrl-D)", file=sys.stderr)
-        return stdin.read(), MANUAL_SOURCE
+        raw = stdin.read()
+        return (raw, MANUAL_SOURCE) if raw.strip() else NotFound("no entry: stdin is empty")
     try:
-        return Path(path).read_bytes(), MANUAL_SOURCE
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return NotFound(f"no entry: {path} does not exist")
     except OSError as exc:
         return f"cannot read {path} ({exc.strerror})"
+    return (raw, MANUAL_SOURCE) if raw.strip() else NotFound(f"no entry: {path} is empty")
 
 
 async def run_async(
@@ -73,7 +85,7 @@ async def run_async(
         found = given or await read_queue(runtime, args.queue)
         if isinstance(found, str):
             print(f"summarize: {found}", file=sys.stderr)
-            return EXIT_FAILED
+            return EXIT_NOT_FOUND
         raw, source_key = found
         dead_letter = normalize(raw, source_key, excerpt_max=settings.sources.excerpt_max_bytes)
         summary = await runtime.summarizer.summarize(dead_letter)
@@ -87,7 +99,7 @@ async def read_queue(runtime: Runtime, queue: str) -> Entry | str:
     """The next entry of `queue` (the right end, claimed next), left in place."""
     source = resolve_source(queue, runtime.settings.sources.match)
     raw = await runtime.redis.lindex(source, -1)
-    return (as_bytes(raw), source) if raw is not None else f"{source} is empty"
+    return (as_bytes(raw), source) if raw is not None else f"no entry: {source} is empty or does not exist"
 
 
 def render_sinks(runtime: Runtime, alert: Alert) -> list[dict[str, Any]]:

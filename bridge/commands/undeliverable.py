@@ -21,14 +21,15 @@ from pydantic import ValidationError
 
 from bridge.commands.common import (
     EXIT_FAILED,
+    EXIT_NOT_FOUND,
     EXIT_OK,
+    no_such_sink,
     one_line,
     open_redis,
     render_table,
 )
 from bridge.delivery.deliver import Deliverer, Route
-from bridge.delivery.factory import build_routes
-from bridge.delivery.ledger import Ledger
+from bridge.delivery.factory import build_ledger, build_routes
 from bridge.delivery.undeliverable import Stored, UndeliverableStore
 from bridge.health import Health
 from bridge.http import build_http_client
@@ -42,7 +43,8 @@ EPILOG = """examples:
   dlq-bridge undeliverable retry                   # re-deliver every record, oldest first
   dlq-bridge undeliverable retry --sink pagerduty --limit 10 --attempts 5
 
-exit codes: 0 ok (retry: every tried record delivered), 1 a retry failed or Redis error
+exit codes: 0 ok (retry: every tried record delivered), 1 a retry failed or Redis
+error, 2 bad configuration or usage, 4 --sink names no configured sink and no record
 """
 
 
@@ -70,9 +72,22 @@ def _matching(stored: list[Stored], sink: str | None, limit: int | None) -> list
     return chosen if limit is None else chosen[: max(limit, 0)]
 
 
+def unknown_sink(settings: Settings, sink: str | None, stored: list[Stored]) -> str:
+    """The not-found line when `sink` is neither configured nor named by any record; else ""."""
+    configured = [s.name for s in settings.effective_sinks()]
+    if sink is None or sink in configured or any(s.record.get("sink") == sink for s in stored):
+        return ""
+    return no_such_sink([sink], configured)
+
+
 async def list_records(settings: Settings, sink: str | None, limit: int | None, out: TextIO) -> int:
     async with open_redis(settings) as client:
-        stored = _matching(await UndeliverableStore(client).records(), sink, limit)
+        every = await UndeliverableStore(client).records()
+    problem = unknown_sink(settings, sink, every)
+    if problem:
+        print(f"undeliverable: {problem}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    stored = _matching(every, sink, limit)
     if not stored:
         print("no undeliverable records" + (f" for sink {sink}" if sink else ""), file=out)
         return EXIT_OK
@@ -106,10 +121,16 @@ async def retry(
     http = build_http_client(settings.http)
     try:
         async with open_redis(settings) as client:
-            routes = {r.sink.name: r for r in build_routes(settings, http, out)}
-            deliverer = Deliverer(delivery, Ledger(client, delivery.ledger_ttl_s), Metrics(), Health())
+            routes = {r.sink.name: r for r in build_routes(settings, http, out, client=client)}
+            ledger = build_ledger(settings, client, owner=f"{settings.redis.consumer_id}.cli")
+            deliverer = Deliverer(delivery, ledger, Metrics(), Health())
             store = UndeliverableStore(client)
-            stored = _matching(list(reversed(await store.records())), sink, limit)
+            every = list(reversed(await store.records()))
+            problem = unknown_sink(settings, sink, every)
+            if problem:
+                print(f"undeliverable: {problem}", file=sys.stderr)
+                return EXIT_NOT_FOUND
+            stored = _matching(every, sink, limit)
             if not stored:
                 print("no undeliverable records to retry", file=out)
                 return EXIT_OK
@@ -149,7 +170,7 @@ async def _retry_one(
         return False, "skipped: the record holds no alert to re-deliver"
     result = await deliverer.deliver(route, alert)
     if result.outcome == "undeliverable":
-        return False, f"still failing: {(result.error or '').removeprefix(f'sink {result.sink}: ')}"
+        return False, f"still failing: {result.error or ''}"
     removed = await store.remove(item)
     note = "" if removed else " (record was already removed)"
     return True, ("delivered" if result.outcome == "delivered" else "already delivered") + note

@@ -1,9 +1,11 @@
-"""One alert (or one group notification) to one sink: ledger check, paced attempts with retries, ledger mark.
+"""One alert to one sink: ledger reservation, paced attempts with retries, ledger mark.
 
 Outcomes: `delivered` (a 2xx, now in the ledger), `duplicate` (the ledger
-already had it), `undeliverable` (permanent error, attempts or deadline used
-up). Redis errors from the ledger propagate: the caller cannot record the
-outcome, so the whole entry must be retried (the ledger makes that safe).
+already had it, or another sender delivered it while this one waited on its
+reservation), `undeliverable` (permanent error, attempts or deadline used up;
+the reservation is released). Redis errors from the ledger propagate: the
+caller cannot record the outcome, so the whole entry must be retried (the
+ledger makes that safe). Pacing is fleet-wide (bridge.delivery.limiter).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from tenacity import RetryCallState
 
 from bridge import keys
 from bridge.delivery.ledger import Ledger
-from bridge.delivery.pacing import Pacer
+from bridge.delivery.limiter import Limiter
 from bridge.delivery.retry import retrying
 from bridge.errors import SinkError, SinkPermanent, SinkRetryable
 from bridge.health import Health, Status
@@ -49,11 +51,11 @@ class GroupSink(Protocol):
 
 @dataclass(frozen=True)
 class Route:
-    """A configured sink: its settings (routing), the sink, and optional pacing."""
+    """A configured sink: its settings (routing), the sink, and optional fleet-wide pacing."""
 
     settings: SinkSettings
     sink: Sink
-    pacer: Pacer | None = None
+    pacer: Limiter | None = None
     use_ledger: bool = True
 
 
@@ -63,7 +65,7 @@ class Result:
     outcome: Outcome
     attempts: int
     status: int | None = None
-    error: str | None = None
+    error: str | None = None  # the SinkError's detail (no sink name, no secret)
 
 
 class Deliverer:
@@ -86,26 +88,37 @@ class Deliverer:
     async def deliver(self, route: Route, alert: Alert) -> Result:
         name = route.sink.name
         ledger = self._ledger if route.use_ledger else None
-        if ledger is not None and await ledger.delivered(name, alert):
-            log.info("sink %s: %s already delivered (ledger)", name, alert.idempotency_key)
-            return Result(name, "duplicate", 0)
-        result = await self._attempts(route, lambda: route.sink.send(alert))
-        if result.outcome == "delivered" and ledger is not None:
-            await ledger.mark(name, alert)
-        return result
+        if ledger is None:
+            return await self._attempts(route, lambda: route.sink.send(alert))
+        return await self._reserved(ledger, Ledger.key(name, alert), name,
+                                    lambda: self._attempts(route, lambda: route.sink.send(alert)))
 
     async def deliver_notification(self, route: Route, notification: NotificationLike) -> Result:
         """Like `deliver`, for a group notification: ledger key from `notification.ledger_key`."""
         name = route.sink.name
+        sink: GroupSink = route.sink
+
+        async def attempts() -> Result:
+            return await self._attempts(route, lambda: sink.send_group(notification))
+
         ledger = self._ledger if route.use_ledger else None
+        if ledger is None:
+            return await attempts()
         key = keys.delivered(name, notification.ledger_key, notification.first.dead_letter.raw_digest)
-        if ledger is not None and await ledger.delivered_at(key):
-            log.info("sink %s: %s already delivered (ledger)", name, notification.ledger_key)
+        return await self._reserved(ledger, key, name, attempts)
+
+    async def _reserved(
+        self, ledger: Ledger, key: str, name: str, attempts: Callable[[], Awaitable[Result]]
+    ) -> Result:
+        """Reserve `key`, run `attempts`, mark on success (the reservation is released otherwise)."""
+        reservation = await ledger.reserve(key)
+        if reservation is None:
+            log.info("sink %s: %s already delivered (ledger)", name, key)
             return Result(name, "duplicate", 0)
-        sink: GroupSink = route.sink  # type: ignore[assignment]  # every sink has send_group (section 5b)
-        result = await self._attempts(route, lambda: sink.send_group(notification))
-        if result.outcome == "delivered" and ledger is not None:
-            await ledger.mark_at(key)
+        async with reservation:
+            result = await attempts()
+            if result.outcome == "delivered":
+                await reservation.mark()
         return result
 
     async def _attempts(self, route: Route, send: Send) -> Result:
@@ -119,7 +132,7 @@ class Deliverer:
         except SinkError as exc:
             self._health.set(f"sink:{name}", Status.DEGRADED, f"undeliverable: {short(exc)}")
             log.warning("sink %s: undeliverable after %d attempt(s): %s", name, count, short(exc))
-            return Result(name, "undeliverable", count, exc.status, str(exc))
+            return Result(name, "undeliverable", count, exc.status, exc.detail)
         self._health.set(f"sink:{name}", Status.OK, "delivered")
         return Result(name, "delivered", count)
 
@@ -133,7 +146,7 @@ class Deliverer:
             self._metrics.delivery_attempts.labels(name, "retryable").inc()
             self._health.set(f"sink:{name}", Status.DEGRADED, f"retrying: {short(exc)}")
             if exc.status == 429 and exc.retry_after_s and route.pacer is not None:
-                route.pacer.hold(exc.retry_after_s)
+                await route.pacer.hold(exc.retry_after_s)
             raise
         except SinkPermanent:
             self._metrics.delivery_attempts.labels(name, "permanent").inc()
@@ -159,5 +172,5 @@ def short(exc: BaseException | None) -> str:
     if isinstance(exc, SinkError) and exc.status is not None:
         return f"HTTP {exc.status}"
     if isinstance(exc, SinkError):
-        return str(exc).split(": ", 1)[-1][:120]
+        return exc.detail[:120]
     return type(exc).__name__ if exc is not None else "?"

@@ -25,10 +25,8 @@ from redis.exceptions import RedisError
 
 from bridge.delivery.deliver import Deliverer, NotificationLike, Result, Route
 from bridge.delivery.undeliverable import Failure, UndeliverableStore, build_record
-from bridge.health import Health
 from bridge.metrics import Metrics
 from bridge.models import Alert
-from bridge.settings import DeliverySettings
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +39,14 @@ class Dispatcher:
     def __init__(
         self,
         routes: Sequence[Route],
-        deliverer: Deliverer | None = None,
+        deliverer: Deliverer,
         undeliverable: UndeliverableStore | None = None,
         metrics: Metrics | None = None,
     ) -> None:
+        """`deliverer` is required: it holds the ledger (or an explicit None), never a silent default."""
         self._routes = list(routes)
         self._metrics = metrics or Metrics()
-        self._deliverer = deliverer or Deliverer(DeliverySettings(), None, self._metrics, Health())
+        self._deliverer = deliverer
         self._undeliverable = undeliverable
         self._depth_known = False
 

@@ -11,8 +11,8 @@ import redis.asyncio as redis
 from bridge.delivery.deliver import Deliverer, Route
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.ledger import Ledger
+from bridge.delivery.limiter import Limiters
 from bridge.delivery.monitor import QueueMonitor
-from bridge.delivery.pacing import Pacers
 from bridge.delivery.queue import SinkQueue
 from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.delivery.worker import Delivery, Grouper, SinkWorker
@@ -37,7 +37,7 @@ def build_route(
     sink: SinkSettings,
     settings: Settings,
     http: httpx.AsyncClient,
-    pacers: Pacers,
+    pacers: Limiters,
     stdout: TextIO | None = None,
 ) -> Route:
     """One configured sink, ready to deliver (console sinks skip the ledger)."""
@@ -45,12 +45,12 @@ def build_route(
     if isinstance(sink, SlackSinkSettings):
         assert sink.url is not None
         url = sink.url.get_secret_value()
-        pacer = pacers.get("slack", url, sink.messages_per_second)
+        pacer = pacers.get(sink.name, "slack", url, sink.messages_per_second)
         return Route(sink, SlackSink(sink.name, sink.url, http, timeout), pacer)
     if isinstance(sink, PagerDutySinkSettings):
         assert sink.routing_key is not None
         key = sink.routing_key.get_secret_value()
-        pacer = pacers.get("pagerduty", key, sink.events_per_minute / 60.0)
+        pacer = pacers.get(sink.name, "pagerduty", key, sink.events_per_minute / 60.0)
         source = sink.source or settings.redis.consumer_id
         pd = PagerDutySink(sink.name, sink.routing_key, sink.events_url, source, http, timeout)
         return Route(sink, pd, pacer)
@@ -63,10 +63,23 @@ def build_route(
 
 
 def build_routes(
-    settings: Settings, http: httpx.AsyncClient, stdout: TextIO | None = None
+    settings: Settings,
+    http: httpx.AsyncClient,
+    stdout: TextIO | None = None,
+    *,
+    client: redis.Redis | None = None,
+    metrics: Metrics | None = None,
 ) -> list[Route]:
-    pacers = Pacers(settings.delivery.max_retry_after_s)
+    """Every configured sink; paced fleet-wide through `client` (in process without one)."""
+    pacers = Limiters(client, settings.delivery.max_retry_after_s, metrics)
     return [build_route(s, settings, http, pacers, stdout) for s in settings.effective_sinks()]
+
+
+def build_ledger(settings: Settings, client: redis.Redis, owner: str | None = None) -> Ledger:
+    """The ledger; `owner` (default: this replica's consumer id) names its reservations."""
+    delivery = settings.delivery
+    return Ledger(client, delivery.ledger_ttl_s, reservation_ttl_s=delivery.reservation_ttl_s,
+                  owner=owner or settings.redis.consumer_id)
 
 
 def build_dispatcher(
@@ -77,10 +90,10 @@ def build_dispatcher(
     health: Health,
     stdout: TextIO | None = None,
 ) -> Dispatcher:
-    routes = build_routes(settings, http, stdout)
+    routes = build_routes(settings, http, stdout, client=client, metrics=metrics)
     for route in routes:
         health.set(f"sink:{route.sink.name}", Status.OK, "ready")
-    ledger = Ledger(client, settings.delivery.ledger_ttl_s)
+    ledger = build_ledger(settings, client)
     deliverer = Deliverer(settings.delivery, ledger, metrics, health)
     return Dispatcher(routes, deliverer, UndeliverableStore(client, metrics), metrics)
 

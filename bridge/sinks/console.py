@@ -5,14 +5,17 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from bridge.models import Alert
+from bridge.models import Alert, Notification
+from bridge.sinks import digest
 
 _COLORS = {"critical": "\033[1;31m", "error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
 _RESET = "\033[0m"
+TEXT_CHARS = 300  # of the last error and the payload excerpt, each on one line
 
 
 def render_card(alert: Alert, *, color: bool = False) -> str:
-    """The card as text: title, severity, queue, job, attempts, cause, steps, runbook."""
+    """The card as text: title, severity, queue, job, attempts, cause, steps, the entry's own
+    text (last error, payload excerpt), runbook."""
     dl, summary = alert.dead_letter, alert.summary
     severity = summary.severity.value.upper()
     if color:
@@ -30,11 +33,56 @@ def render_card(alert: Alert, *, color: bool = False) -> str:
     ]
     if dl.correlation_id:
         lines.append(f"│ correlation {dl.correlation_id}")
-    lines.append(f"│ cause      {summary.likely_cause}")
+    if not alert.cause_repeats_error:
+        lines.append(f"│ cause      {summary.likely_cause}")
     lines.extend(f"│ step {i}     {step}" for i, step in enumerate(summary.next_steps, 1))
+    lines.extend(_entry_lines(alert))
     runbook = alert.runbook_url or summary.runbook_hint or "-"
     lines.append(f"│ runbook    {runbook}")
     lines.append(f"│ summary    {source}")
+    lines.append("└" + "─" * 58)
+    return "\n".join(lines)
+
+
+def _entry_lines(alert: Alert) -> list[str]:
+    """What the entry itself says, as Slack and webhooks show it: last error and payload excerpt.
+
+    (Why an entry is unreadable is in its title and cause already.)
+    """
+    dl = alert.dead_letter
+    shown = [("error", dl.last_error), ("payload", dl.payload_excerpt)]
+    return [f"│ {label:<10} {_one_line(text, TEXT_CHARS)}" for label, text in shown if text]
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+SAMPLES = 10
+
+
+def render_group_card(n: Notification, *, color: bool = False) -> str:
+    """A group's card as text; a group of one is exactly the job's own card."""
+    if n.is_single:
+        return render_card(n.first, color=color)
+    first, summary = n.first, n.first.summary
+    severity = n.severity.value.upper()
+    if color:
+        severity = f"{_COLORS[n.severity.value]}{severity}{_RESET}"
+    lines = [
+        f"┌─ dlq-bridge {digest.title(n).lower()}{' [TEST]' if first.is_test else ''} " + "─" * 34,
+        f"│ {summary.title}",
+        f"│ {digest.change_line(n)}",
+        f"│ severity   {severity}",
+        f"│ jobs       {n.count:,}" + (f" ({n.new_count:,} new)" if n.sequence > 1 else ""),
+        f"│ queues     {digest.queues_line(n)}",
+        f"│ first seen {digest.when(n.first_seen)}",
+        f"│ last seen  {digest.when(n.last_seen)}",
+        f"│ group      {digest.group_label(n)}",
+        f"│ cause      {summary.likely_cause}",
+    ]
+    lines.extend(f"│ step {i}     {step}" for i, step in enumerate(summary.next_steps, 1))
+    lines.extend(f"│ sample     {j.queue}/{j.job_id}" for j in n.jobs[:SAMPLES])
+    lines.append(f"│ runbook    {first.runbook_url or summary.runbook_hint or '-'}")
     lines.append("└" + "─" * 58)
     return "\n".join(lines)
 
@@ -54,4 +102,13 @@ class ConsoleSink:
         stream = self._stream or sys.stdout
         color = self._color if self._color is not None else stream.isatty()
         stream.write(render_card(alert, color=color) + "\n")
+        stream.flush()
+
+    def render_group(self, notification: Notification) -> dict[str, Any]:
+        return {"card": render_group_card(notification)}
+
+    async def send_group(self, notification: Notification) -> None:
+        stream = self._stream or sys.stdout
+        color = self._color if self._color is not None else stream.isatty()
+        stream.write(render_group_card(notification, color=color) + "\n")
         stream.flush()

@@ -9,47 +9,58 @@ the sink's secrets scrubbed out.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
-from email.utils import parsedate_to_datetime
+import re
+from collections.abc import Iterator, Sequence
+from urllib.parse import quote, quote_plus, urlsplit
 
 import httpx
 
 from bridge.errors import SinkError, SinkPermanent, SinkRetryable
+from bridge.http import parse_retry_after
+from bridge.redact import redact_text
+from bridge.untrusted import escape_controls
 
 RETRYABLE_STATUS = frozenset({408, 425, 429})
 SNIPPET_CHARS = 200
+SCRUB_CHARS = 64 * 1024
+MIN_SECRET_PART = 8
 
 
 def is_retryable_status(status: int) -> bool:
     return status in RETRYABLE_STATUS or 500 <= status <= 599
 
 
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date); None if absent/bad."""
-    if value is None or not value.strip():
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        return None
-    now = time.time() if now is None else now
-    return max(0.0, when.timestamp() - now)
+def _parts(secret: str) -> Iterator[str]:
+    """The secret, and for a URL its path and its long path segments (the token of a Slack URL)."""
+    yield secret
+    if "://" in secret:
+        path = urlsplit(secret).path
+        yield path
+        yield from (segment for segment in path.split("/") if len(segment) >= MIN_SECRET_PART)
+
+
+def _encodings(part: str) -> Iterator[str]:
+    """`part` as it may appear in a response: raw, JSON-escaped, %-encoded (either case)."""
+    yield part
+    yield part.replace("/", "\\/")
+    yield part.replace("/", "\\u002f")
+    yield quote(part, safe="")
+    yield quote(part)
+    yield quote_plus(part)
 
 
 def scrub(text: str, secrets: Sequence[str]) -> str:
-    """Replace every secret in `text` by `[REDACTED]`."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[REDACTED]")
+    """Replace every secret in `text` by `[REDACTED]`, in every encoding a server may echo it in."""
+    variants = {v for secret in secrets if secret for part in _parts(secret) for v in _encodings(part) if v}
+    for variant in sorted(variants, key=len, reverse=True):  # longest first: the URL before its path
+        text = re.sub(re.escape(variant), "[REDACTED]", text, flags=re.IGNORECASE)
     return text
+
+
+def snippet_of(text: str, secrets: Sequence[str]) -> str:
+    """A short, safe excerpt of a response body: scrubbed and redacted first, then cut, controls escaped."""
+    cleaned = redact_text(scrub(text[:SCRUB_CHARS], secrets))
+    return escape_controls(cleaned[:SNIPPET_CHARS]).strip()
 
 
 def check_response(
@@ -59,7 +70,7 @@ def check_response(
     status = response.status_code
     if 200 <= status <= 299:
         return
-    snippet = scrub(response.text[:SNIPPET_CHARS], secrets).strip()
+    snippet = snippet_of(response.text, secrets)
     message = f"HTTP {status}" + (f": {snippet}" if snippet else "")
     if is_retryable_status(status):
         retry_after = parse_retry_after(response.headers.get("retry-after"))

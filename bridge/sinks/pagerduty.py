@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from bridge.models import Alert
+from bridge.models import Alert, Notification
+from bridge.sinks import digest
 from bridge.sinks.http_errors import post
 
 SUMMARY_CHARS = 1024
@@ -96,6 +97,48 @@ def _error_class(error: str | None) -> str | None:
     return head if head and len(head) <= 100 and " " not in head else None
 
 
+SAMPLES = 10
+
+
+def group_summary(n: Notification) -> str:
+    prefix = "[TEST] " if n.first.is_test else ""
+    line = f"{prefix}{n.first.summary.title} ({digest.jobs_word(n.count)}; queues {digest.queues_line(n, 3)})"
+    return _cut(line, SUMMARY_CHARS) or ""
+
+
+def group_details(n: Notification) -> dict[str, Any]:
+    """What on-call reads in the incident: the group's size and shape, then the first job."""
+    return {
+        "count": n.count,
+        "new_count": n.new_count,
+        "change": digest.change_line(n),
+        "queues": {q[:200]: n.queue_counts.get(q, 0) for q in n.queues[:50]},
+        "samples": [_cut(f"{j.queue}:{j.job_id}", 300) for j in n.jobs[:SAMPLES]],
+        "fingerprint": n.first.dead_letter.fingerprint,
+        "group_key": _cut(n.group_key, FIELD_CHARS),
+        "notification": f"{n.kind} #{n.sequence}",
+        "first_seen": digest.iso(n.first_seen),
+        "last_seen": digest.iso(n.last_seen),
+        "previous_notification_at": digest.iso(n.previous_at),
+        "first_job": custom_details(n.first),
+    }
+
+
+def render_group_event(n: Notification, source: str) -> dict[str, Any]:
+    """One alert per group: `dedup_key` = the first job's, so every re-trigger merges into it.
+
+    A group of one is exactly the job's own event.
+    """
+    event = render_event(n.first, source)
+    if n.is_single:
+        return event
+    payload = event["payload"]
+    payload["summary"] = group_summary(n)
+    payload["severity"] = n.severity.value
+    payload["custom_details"] = group_details(n)
+    return event
+
+
 class PagerDutySink:
     """One trigger event per attempt to the configured Events API URL."""
 
@@ -125,6 +168,19 @@ class PagerDutySink:
         event = {"routing_key": key, **self.render(alert)}
         await post(
             self._http, self.name, alert.idempotency_key, self._url,
+            content=json.dumps(event, ensure_ascii=False).encode(),
+            headers={"Content-Type": "application/json"},
+            timeout_s=self._timeout_s, secrets=[key],
+        )
+
+    def render_group(self, notification: Notification) -> dict[str, Any]:
+        return render_group_event(notification, self._source)
+
+    async def send_group(self, notification: Notification) -> None:
+        key = self._key.get_secret_value()
+        event = {"routing_key": key, **self.render_group(notification)}
+        await post(
+            self._http, self.name, notification.ledger_key, self._url,
             content=json.dumps(event, ensure_ascii=False).encode(),
             headers={"Content-Type": "application/json"},
             timeout_s=self._timeout_s, secrets=[key],

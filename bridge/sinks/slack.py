@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from bridge.models import Alert, Severity
+from bridge.models import Alert, Notification, Severity
+from bridge.sinks import digest
 from bridge.sinks.http_errors import post
 
 MAX_BLOCKS = 50
@@ -108,11 +109,10 @@ def source_text(alert: Alert) -> str:
 def body_blocks(alert: Alert) -> list[dict[str, Any]]:
     dl, summary = alert.dead_letter, alert.summary
     steps = "\n".join(f"{i}. {esc(s, 600)}" for i, s in enumerate(summary.next_steps, 1))
-    blocks = [
-        {"type": "section", "fields": fields(alert)},
-        _section(f"*Likely cause*\n{esc(summary.likely_cause, TEXT_CHARS)}"),
-        _section(f"*Next steps*\n{steps}"),
-    ]
+    blocks: list[dict[str, Any]] = [{"type": "section", "fields": fields(alert)}]
+    if not alert.cause_repeats_error:
+        blocks.append(_section(f"*Likely cause*\n{esc(summary.likely_cause, TEXT_CHARS)}"))
+    blocks.append(_section(f"*Next steps*\n{steps}"))
     if dl.last_error:
         blocks.append(_section(f"*Last error*\n{_code(dl.last_error, ERROR_CHARS)}"))
     if dl.parse_error:
@@ -152,6 +152,101 @@ def fallback_text(alert: Alert) -> str:
     return esc(text, TEXT_CHARS)
 
 
+# ---- group digests (docs/design.md, section 5b) -------------------------------------
+#
+# ┌──────────────────────────────────────────────────────────────────────┐
+# │ 🔴 ship_order failed on orders · 2,990 jobs                          │ header
+# │ *2,980 more since 2026-11-30 17:02:10 UTC, 2,990 in all.*            │ what changed
+# │ Severity ERROR          Jobs 2,990 (2,980 new)                       │ fields
+# │ Queues orders ×2,980 · billing ×10                                   │
+# │ First seen …17:01:58 UTC   Last seen …17:03:10 UTC                   │
+# │ Likely cause / Next steps / Last error (first job)                   │
+# │ Sample jobs (10 of 2,980 new): `orders/job-11` …                     │
+# │ Runbook                                                              │
+# │ Digest #2 · fingerprint 3f2a… · Summary: OpenClaw · dlq-bridge       │ context
+# └──────────────────────────────────────────────────────────────────────┘
+
+SAMPLE_CHARS = 200
+QUEUES_CHARS = 1000
+MAX_TOTAL_CHARS = 12000  # Slack rejects long block sets (msg_blocks_too_long) near 13k
+
+
+def group_header(n: Notification) -> str:
+    """`🔴 <title> · 2,990 jobs`: the title is cut, never the count."""
+    prefix = "[TEST] " if n.first.is_test else ""
+    count = f" · {digest.jobs_word(n.count)}"
+    title = esc(f"{prefix}{_EMOJI[n.severity]} {n.first.summary.title}", HEADER_CHARS - len(count))
+    return title + count
+
+
+def group_fields(n: Notification) -> list[dict[str, Any]]:
+    new = f" ({n.new_count:,} new)" if n.sequence > 1 else ""
+    items = [
+        ("Severity", n.severity.value.upper()),
+        ("Jobs", f"{n.count:,}{new}"),
+        ("Group", digest.group_label(n)),
+        ("First seen", digest.when(n.first_seen)),
+        ("Last seen", digest.when(n.last_seen)),
+    ]
+    fields = [_field(label, esc(value, QUEUES_CHARS)) for label, value in items]
+    queues = digest.queues_line(n, escape=lambda t: esc(t, 300), budget=QUEUES_CHARS)
+    fields.insert(2, _field("Queues", queues))
+    return fields
+
+
+def samples_text(n: Notification) -> str:
+    shown = n.jobs[:MAX_FIELDS]
+    of = f"{n.new_count:,} new" if n.sequence > 1 and n.kind != "repeat" else f"{n.count:,}"
+    head = f"*Sample jobs* ({len(shown)} of {of})" if shown else "*Sample jobs*"
+    lines = ["`" + esc(f"{j.queue}/{j.job_id}", SAMPLE_CHARS).replace("`", "ˋ") + "`" for j in shown]
+    return head + "\n" + (" · ".join(lines) or "—")
+
+
+def group_blocks(n: Notification) -> list[dict[str, Any]]:
+    alert, summary = n.first, n.first.summary
+    steps = "\n".join(f"{i}. {esc(s, 600)}" for i, s in enumerate(summary.next_steps, 1))
+    blocks = [
+        _section(f"*{esc(digest.change_line(n), 500)}*"),
+        {"type": "section", "fields": group_fields(n)},
+        _section(f"*Likely cause*\n{esc(summary.likely_cause, TEXT_CHARS)}"),
+        _section(f"*Next steps*\n{steps}"),
+    ]
+    if alert.dead_letter.last_error:
+        error = _code(alert.dead_letter.last_error, ERROR_CHARS)
+        blocks.append(_section(f"*Last error* (first job)\n{error}"))
+    blocks.append(_section(samples_text(n)))
+    blocks.append(_section(runbook_text(alert)))
+    context = f"{digest.title(n)} · {esc(digest.group_label(n), 300)} · {source_text(alert)}"
+    blocks.append({"type": "context", "elements": [_mrkdwn(context)]})
+    return blocks
+
+
+def render_group_card(n: Notification) -> dict[str, Any]:
+    """A group's card; a group of one is exactly the job's own card."""
+    if n.is_single:
+        return render_card(n.first)
+    header = {"type": "header", "text": {"type": "plain_text", "text": group_header(n)}}
+    blocks: list[dict[str, Any]] = [header]
+    if n.first.is_test:
+        blocks.append({"type": "context", "elements": [_mrkdwn(TEST_NOTE)]})
+    blocks.extend(group_blocks(n))
+    return {
+        "text": group_fallback_text(n),
+        "blocks": blocks[:MAX_BLOCKS],
+        "unfurl_links": False,
+        "unfurl_media": False,
+    }
+
+
+def group_fallback_text(n: Notification) -> str:
+    prefix = "[TEST] " if n.first.is_test else ""
+    text = (
+        f"{prefix}[{n.severity.value.upper()}] {n.first.summary.title}: "
+        f"{digest.change_line(n)} Queues: {digest.queues_line(n, limit=3)}"
+    )
+    return esc(text, TEXT_CHARS)
+
+
 class SlackSink:
     """Posts one card per attempt to one incoming webhook (pacing: bridge.delivery)."""
 
@@ -173,6 +268,18 @@ class SlackSink:
         url = self._url.get_secret_value()
         await post(
             self._http, self.name, alert.idempotency_key, url,
+            content=body, headers={"Content-Type": "application/json"},
+            timeout_s=self._timeout_s, secrets=[url],
+        )
+
+    def render_group(self, notification: Notification) -> dict[str, Any]:
+        return render_group_card(notification)
+
+    async def send_group(self, notification: Notification) -> None:
+        body = json.dumps(self.render_group(notification), ensure_ascii=False).encode()
+        url = self._url.get_secret_value()
+        await post(
+            self._http, self.name, notification.ledger_key, url,
             content=body, headers={"Content-Type": "application/json"},
             timeout_s=self._timeout_s, secrets=[url],
         )

@@ -15,11 +15,13 @@ from urllib.parse import quote
 
 import httpx
 
-from bridge.models import Alert
+from bridge.models import Alert, Notification
 from bridge.signing import message_id, sign_headers
+from bridge.sinks import digest
 from bridge.sinks.http_errors import post
 
 EVENT_TYPE = "dlq.alert"
+GROUP_EVENT_TYPE = "dlq.alert_group"
 _HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
 
 
@@ -38,6 +40,7 @@ def render_body(alert: Alert) -> dict[str, Any]:
         "idempotency_key": alert.idempotency_key,
         "test": alert.is_test,
         "queue": dl.queue,
+        "reported_queue": dl.reported_queue,
         "job_id": dl.job_id,
         "job_name": dl.job_name,
         "attempts": dl.attempts,
@@ -57,6 +60,49 @@ def render_body(alert: Alert) -> dict[str, Any]:
 
 def encode(body: dict[str, Any]) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def group_message_id(n: Notification) -> str:
+    """The same id for every retry of one notification: ledger key + the first job's digest."""
+    if n.is_single:
+        return message_id(n.first.idempotency_key, n.first.dead_letter.raw_digest)
+    return message_id(n.ledger_key, n.first.dead_letter.raw_digest)
+
+
+def render_group_body(n: Notification) -> dict[str, Any]:
+    """`dlq.alert_group`: the group, its first job's summary, and the jobs new since the last event.
+
+    Across a group's events each job is listed exactly once (a repeat lists
+    none); beyond 500 new jobs the rest follow at once in the next events
+    (`pending` says how many). A group of one is exactly the job's own `dlq.alert` body.
+    """
+    if n.is_single:
+        return render_body(n.first)
+    first, summary = n.first, n.first.summary
+    return {
+        "type": GROUP_EVENT_TYPE,
+        "id": group_message_id(n),
+        "idempotency_key": n.ledger_key,
+        "test": first.is_test,
+        "group_key": n.group_key,
+        "kind": n.kind,
+        "sequence": n.sequence,
+        "severity": n.severity.value,
+        "count": n.count,
+        "new_count": n.new_count,
+        "pending": n.pending,
+        "first_seen": digest.iso(n.first_seen),
+        "last_seen": digest.iso(n.last_seen),
+        "previous_at": digest.iso(n.previous_at),
+        "queues": {q: n.queue_counts.get(q, 0) for q in n.queues},
+        "fingerprint": first.dead_letter.fingerprint,
+        "summary": summary.draft().model_dump(mode="json"),
+        "summary_source": summary.source.value,
+        "fallback_reason": summary.fallback_reason,
+        "runbook_url": first.runbook_url,
+        "first": render_body(first),
+        "jobs": [job.model_dump(mode="json") for job in n.jobs],
+    }
 
 
 class WebhookSink:
@@ -94,5 +140,23 @@ class WebhookSink:
         await post(
             self._http, self.name, alert.idempotency_key, self._url,
             content=body, headers=self.request_headers(alert, body),
+            timeout_s=self._timeout_s, secrets=self._secrets,
+        )
+
+    def render_group(self, notification: Notification) -> dict[str, Any]:
+        return render_group_body(notification)
+
+    def group_headers(self, notification: Notification, body: bytes) -> dict[str, str]:
+        return {
+            "Content-Type": "application/json",
+            "Idempotency-Key": header_key(notification.ledger_key),
+            **sign_headers(self._secrets, group_message_id(notification), body),
+        }
+
+    async def send_group(self, notification: Notification) -> None:
+        body = encode(self.render_group(notification))
+        await post(
+            self._http, self.name, notification.ledger_key, self._url,
+            content=body, headers=self.group_headers(notification, body),
             timeout_s=self._timeout_s, secrets=self._secrets,
         )

@@ -1,4 +1,7 @@
-"""A circuit breaker for the gateway, plus a pause for 429 Retry-After.
+"""An in-process circuit breaker for the gateway, plus a pause for 429 Retry-After.
+
+The fleet-wide breaker lives in Redis (bridge.summarize.gate); this one is its
+fallback while Redis cannot be reached, with the same states:
 
     closed --(N consecutive failures)--> open --(cool-down)--> half-open
     half-open --(probe succeeds)--> closed;  --(probe fails)--> open
@@ -44,6 +47,11 @@ class CircuitBreaker:
     def paused(self) -> bool:
         """True while a 429's Retry-After has not passed."""
         return self._clock() < self._paused_until
+
+    @property
+    def paused_s(self) -> float:
+        """Seconds the 429 pause still lasts (0 when not paused)."""
+        return max(0.0, self._paused_until - self._clock())
 
     @property
     def consecutive_failures(self) -> int:

@@ -1,4 +1,8 @@
-"""A calls-per-minute budget for the gateway (sliding window, in process)."""
+"""A calls-per-minute budget for the gateway (sliding window, in process).
+
+The fleet-wide budget lives in Redis (bridge.summarize.gate); this one is its
+fallback while Redis cannot be reached.
+"""
 
 from __future__ import annotations
 

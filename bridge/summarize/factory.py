@@ -12,6 +12,7 @@ from bridge.settings import Settings
 from bridge.summarize.base import Summarizer
 from bridge.summarize.cache import SummaryCache
 from bridge.summarize.fallback import FallbackSummarizer
+from bridge.summarize.gate import FleetGate
 from bridge.summarize.openclaw import GatewayClient
 from bridge.summarize.prompt import load_system_prompt
 from bridge.summarize.service import OpenClawSummarizer
@@ -40,4 +41,5 @@ def build_summarizer(
         load_system_prompt(runbooks.catalogue()),
         metrics,
         health,
+        gate=FleetGate(client, oc),
     )

@@ -22,11 +22,19 @@ def fallback_title(dl: DeadLetter) -> str:
     if dl.parse_error:
         return _cut(f"{dl.queue}: unparseable dead letter ({dl.parse_error})", 120)
     job = dl.job_name or "job"
-    tries = f"after {dl.attempts} attempts" if dl.attempts is not None else "(attempts unknown)"
+    if dl.attempts is None:
+        tries = "(attempts unknown)"
+    else:
+        tries = f"after {dl.attempts} attempt{'' if dl.attempts == 1 else 's'}"
     return _cut(f"{dl.queue}: {job} failed {tries}", 120)
 
 
 def fallback_cause(dl: DeadLetter) -> str:
+    """The likely cause without a model: the last error itself (docs/design.md, section 4).
+
+    Cards show it once: when the cause is just the error, they drop the "likely cause" line
+    and keep the full "last error" (`Alert.cause_repeats_error`).
+    """
     if dl.parse_error:
         return _cut(
             f"The dead letter could not be read: {dl.parse_error}. "
@@ -35,7 +43,7 @@ def fallback_cause(dl: DeadLetter) -> str:
         )
     if dl.last_error is None:
         return "No error was recorded for this job: the producer stores none with its dead letters."
-    return _cut(dl.last_error, 500)
+    return _cut(dl.last_error.strip(), 500)
 
 
 class FallbackSummarizer:

@@ -15,19 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 
 from bridge.errors import SummaryError
+from bridge.http import parse_retry_after
 from bridge.metrics import Metrics
 from bridge.settings import OpenClawSettings
 
 CHAT_PATH = "/v1/chat/completions"
 AGENT_HEADER = "x-openclaw-agent-id"
-MAX_RETRY_AFTER_S = 300.0
 
 
 class GatewayBusy(SummaryError):
@@ -36,24 +34,6 @@ class GatewayBusy(SummaryError):
     def __init__(self, retry_after_s: float | None) -> None:
         self.retry_after_s = retry_after_s
         super().__init__("http_429", "gateway returned 429")
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Retry-After as seconds (delta or HTTP date), capped at MAX_RETRY_AFTER_S."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = when.timestamp() - (now if now is not None else datetime.now(UTC).timestamp())
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
 
 
 class GatewayClient:

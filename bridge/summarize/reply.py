@@ -3,14 +3,17 @@
 The reply is untrusted data. It may wrap the object in prose or a code
 fence; anything else (no object, extra keys, broken limits, an unknown
 runbook id) is refused with the fallback reason `invalid_json` or `schema`.
-Accepted text is cleaned: control characters dropped, secrets redacted, and
-URLs that the dead letter did not already contain removed.
+Accepted text is cleaned: invisible and format characters dropped, full-width
+and other compatibility forms folded (NFKC), every link removed — URLs of any
+scheme, `mailto:`/`javascript:`-style targets, `www.` and bare domains — unless
+it lies under the configured runbook base URL, and secrets redacted
+(docs/design.md, section 4: the model output never chooses a URL).
 """
 
 from __future__ import annotations
 
 import json
-import re
+import unicodedata
 from collections.abc import Collection
 from typing import Any
 
@@ -19,15 +22,24 @@ from pydantic import ValidationError
 from bridge.errors import SummaryError
 from bridge.models import SummaryDraft
 from bridge.redact import redact_text
+from bridge.secret_patterns import compile_re2
+from bridge.untrusted import strip_invisible
 
 MAX_REPLY_CHARS = 32 * 1024
 MAX_OBJECT_STARTS = 64
 URL_REMOVED = "[link removed]"
 
-_CONTROL = re.compile(
-    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]"
+_TLDS = (
+    "com|net|org|edu|gov|mil|int|info|biz|io|co|ai|app|dev|me|xyz|online|site|top|club|shop|store|link"
+    "|click|live|zip|mov|icu|vip|work|tech|cloud|page|email|login|support|help|security|example|test|local"
+    "|localhost|onion|ru|cn|uk|de|fr|jp|us|ly|gg|to|cc|tk|ml|ga|cf|gq|in|br|nl|eu|ca|au|es|it|ch|se|no|pw|su|tv|ws"
 )
-_URL = re.compile(r"(?i)\b(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>\"'`]+")
+_LINK = compile_re2(
+    r"(?i)(?:\b[a-z][a-z0-9+.-]*://[^\s<>\"'`]*"
+    r"|\b(?:mailto|javascript|vbscript|data|file|tel|sms|callto|intent|slack):[^\s<>\"'`]*"
+    r"|\bwww\.[^\s<>\"'`]*"
+    rf"|\b(?:[a-z0-9-]+\.)+(?:{_TLDS}|xn--[a-z0-9-]+)\b(?:[:/][^\s<>\"'`]*)?)"
+)
 
 
 def content_of(response: Any) -> str:
@@ -59,20 +71,19 @@ def extract_json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-def parse_reply(content: str, runbook_ids: Collection[str], known_text: str = "") -> SummaryDraft:
+def parse_reply(content: str, runbook_ids: Collection[str], *, runbook_base: str | None = None) -> SummaryDraft:
     """Validate a reply into a SummaryDraft; raises SummaryError(invalid_json | schema).
 
-    `known_text` is the text the model was given: URLs it contains may stay,
-    any other URL in the reply is removed.
+    Links survive only under `runbook_base` (the configured runbook base URL).
     """
     found = extract_json_object(content)
     if found is None:
         raise SummaryError("invalid_json", "reply holds no JSON object")
-    return validate_draft(found, runbook_ids, known_text)
+    return validate_draft(found, runbook_ids, runbook_base=runbook_base)
 
 
 def validate_draft(
-    found: dict[str, Any], runbook_ids: Collection[str], known_text: str = ""
+    found: dict[str, Any], runbook_ids: Collection[str], *, runbook_base: str | None = None
 ) -> SummaryDraft:
     try:
         draft = SummaryDraft.model_validate_json(json.dumps(found), strict=True)
@@ -81,16 +92,28 @@ def validate_draft(
         raise SummaryError("schema", f"reply breaks the schema at {', '.join(fields)}") from None
     if draft.runbook_hint and draft.runbook_hint not in runbook_ids:
         raise SummaryError("schema", "runbook_hint is not a known runbook id")
-    return sanitize(draft, known_text)
+    return sanitize(draft, runbook_base=runbook_base)
 
 
-def sanitize(draft: SummaryDraft, known_text: str) -> SummaryDraft:
-    """Plain, safe text only: no control characters, secrets or new URLs."""
+def under_base(url: str, base: str | None) -> bool:
+    """True when `url` is the runbook base URL or lies below it (same scheme, host and path prefix)."""
+    if not base:
+        return False
+    root = base.rstrip("/")
+    return url == root or url.startswith(root + "/") or url.startswith(root + "#") or url.startswith(root + "?")
+
+
+def remove_links(text: str, runbook_base: str | None = None) -> str:
+    """Every link in `text` becomes `[link removed]`, except those under `runbook_base`."""
+    text = strip_invisible(unicodedata.normalize("NFKC", strip_invisible(text)))
+    return str(_LINK.sub(lambda m: m.group(0) if under_base(m.group(0), runbook_base) else URL_REMOVED, text))
+
+
+def sanitize(draft: SummaryDraft, *, runbook_base: str | None = None) -> SummaryDraft:
+    """Plain, safe text only: no invisible characters, links (but runbooks) or secrets."""
 
     def clean(text: str, limit: int) -> str:
-        text = _CONTROL.sub("", text)
-        text = _URL.sub(lambda m: m.group(0) if m.group(0) in known_text else URL_REMOVED, text)
-        text = redact_text(text).strip() or "-"
+        text = redact_text(remove_links(text, runbook_base)).strip() or "-"
         return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
     return SummaryDraft(

@@ -1,16 +1,24 @@
-"""OpenClawSummarizer: coalesce → cache → slot → breaker → budget → gateway → validate.
+"""OpenClawSummarizer: coalesce → cache → slot → gate → gateway → validate.
 
 `summarize` never raises. Every path that does not end in a validated reply
 ends in the static fallback with a reason (`timeout`, `http_<code>`, `error`,
 `invalid_json`, `schema`, `circuit_open`, `budget`). Only validated OpenClaw
 answers are cached.
+
+The gate (breaker, 429 pause, calls-per-minute budget) is fleet-wide in Redis
+(bridge.summarize.gate). A gateway 429 whose Retry-After pause is at most
+`openclaw.max_wait_s` is waited out (outside the concurrency slots) and the
+call made again; since that happens inside the coalesced resolution, a storm
+of one cause still costs one call. Longer pauses, or an open circuit, fall
+back (`http_429`, `circuit_open`). A reply that breaks the schema is a quality
+problem, not an availability one: it never counts toward the breaker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
 from bridge.errors import SummaryError
@@ -18,15 +26,16 @@ from bridge.health import Health, Status
 from bridge.metrics import Metrics
 from bridge.models import DeadLetter, Summary, SummaryDraft, SummarySource
 from bridge.settings import OpenClawSettings
-from bridge.summarize.breaker import BreakerState, CircuitBreaker
-from bridge.summarize.budget import CallBudget
 from bridge.summarize.cache import Coalescer, SummaryCache
 from bridge.summarize.fallback import FallbackSummarizer
+from bridge.summarize.gate import Admission, FleetGate, GateState, LocalGate
 from bridge.summarize.openclaw import GatewayBusy, GatewayClient
 from bridge.summarize.prompt import build_messages
 from bridge.summarize.reply import content_of, parse_reply
 
 log = logging.getLogger(__name__)
+
+QUALITY_REASONS = frozenset({"schema"})  # the gateway answered: not an availability failure
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,13 @@ class Outcome:
     draft: SummaryDraft | None = None
     reason: str = ""
     cached: bool = False
+
+
+@dataclass(frozen=True)
+class Pause:
+    """The gateway asked for a pause of `seconds` (a 429): wait it out, or fall back."""
+
+    seconds: float
 
 
 class OpenClawSummarizer:
@@ -52,8 +68,8 @@ class OpenClawSummarizer:
         metrics: Metrics,
         health: Health,
         *,
-        breaker: CircuitBreaker | None = None,
-        budget: CallBudget | None = None,
+        gate: FleetGate | LocalGate | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._settings = settings
         self._gateway = gateway
@@ -63,10 +79,8 @@ class OpenClawSummarizer:
         self._system_prompt = system_prompt
         self._metrics = metrics
         self._health = health
-        self.breaker = breaker or CircuitBreaker(
-            settings.breaker_failures, settings.breaker_cooldown_s
-        )
-        self.budget = budget or CallBudget(settings.calls_per_minute)
+        self.gate = gate or LocalGate(settings)
+        self._sleep = sleep
         self._coalescer: Coalescer[Outcome] = Coalescer()
         self._slots = asyncio.Semaphore(settings.max_concurrency)
         self.calls = 0
@@ -95,28 +109,47 @@ class OpenClawSummarizer:
         cached = await self._cache.get(dl.fingerprint)
         if cached is not None:
             return Outcome(draft=cached, cached=True)
-        async with self._slots:  # breaker and budget are asked once a slot is free
-            refusal = self._refusal()
-            if refusal:
-                return Outcome(reason=refusal)
-            try:
-                draft = await self._ask(dl)
-            except SummaryError as exc:
-                self._failed(exc)
-                return Outcome(reason=exc.reason)
-            self._succeeded()
-        await self._cache.put(dl.fingerprint, draft)
+        patience = self._settings.max_wait_s
+        while True:
+            async with self._slots:  # the gate is asked once a slot is free
+                result = await self._try_once(dl)
+            if isinstance(result, Outcome):
+                break
+            if result.seconds > patience:
+                self._show(GateState(open=False, paused_s=result.seconds))
+                return Outcome(reason="http_429")
+            await self._wait_out(result.seconds)
+            patience -= result.seconds
+        if result.draft is not None:
+            await self._cache.put(dl.fingerprint, result.draft)
+        return result
+
+    async def _try_once(self, dl: DeadLetter) -> Outcome | Pause:
+        admission = await self.gate.admit()
+        if admission.verdict == "paused":
+            return Pause(admission.wait_s)
+        if admission.verdict != "ok":
+            if admission.verdict == "open":
+                self._show(GateState(open=True, paused_s=0.0))
+            return Outcome(reason="circuit_open" if admission.verdict == "open" else "budget")
+        try:
+            draft = await self._ask(dl)
+        except GatewayBusy as exc:  # a pause for the whole fleet, not a failure
+            seconds = exc.retry_after_s
+            pause = Pause(self._settings.breaker_cooldown_s if seconds is None else seconds)
+            await self.gate.pause(pause.seconds)
+            return pause
+        except SummaryError as exc:
+            await self._failed(exc, admission)
+            return Outcome(reason=exc.reason)
+        self._show(await self.gate.success(admission))
         return Outcome(draft=draft)
 
-    def _refusal(self) -> str:
-        """Why no call may go now ("" when one may): circuit, a 429 pause, or the budget."""
-        if not self.breaker.allow():
-            self._show_breaker()
-            return "http_429" if self.breaker.paused else "circuit_open"
-        if not self.budget.try_acquire():
-            self.breaker.abandon()
-            return "budget"
-        return ""
+    async def _wait_out(self, seconds: float) -> None:
+        """A brief 429 pause: wait (holding no slot) rather than degrade the summary."""
+        self._metrics.gateway_waits.inc()
+        log.info("gateway paused by 429 for %.2fs: waiting it out", seconds)
+        await self._sleep(seconds)
 
     async def _ask(self, dl: DeadLetter) -> SummaryDraft:
         messages = build_messages(self._system_prompt, dl)
@@ -127,31 +160,26 @@ class OpenClawSummarizer:
             raise
         except Exception as exc:  # a transport may raise its own errors
             raise SummaryError("error", f"gateway call failed ({type(exc).__name__})") from None
-        return parse_reply(content_of(response), self._runbook_ids, messages[1]["content"])
+        return parse_reply(content_of(response), self._runbook_ids)
 
-    def _failed(self, exc: SummaryError) -> None:
-        self.breaker.record_failure()
-        if isinstance(exc, GatewayBusy):
-            self.breaker.pause(exc.retry_after_s or self._settings.breaker_cooldown_s)
-        log.warning("OpenClaw summary failed (%s); using the fallback", exc.reason)
-        self._show_breaker(last_failure=exc.reason)
+    async def _failed(self, exc: SummaryError, admission: Admission) -> None:
+        if exc.reason in QUALITY_REASONS:  # the gateway is up; only the reply was bad
+            log.warning("OpenClaw reply rejected (%s); using the fallback", exc.reason)
+            self._show(await self.gate.success(admission))
+            return
+        log.warning("OpenClaw summary failed (%s: %s); using the fallback", exc.reason, exc)
+        self._show(await self.gate.failure(), last_failure=exc.reason)
 
-    def _succeeded(self) -> None:
-        self.breaker.record_success()
-        self._show_breaker()
-
-    def _show_breaker(self, last_failure: str = "") -> None:
-        state = self.breaker.state
-        is_open = state is BreakerState.OPEN or self.breaker.paused
+    def _show(self, state: GateState, last_failure: str = "") -> None:
+        is_open = state.open or state.paused_s > 0
         self._metrics.gateway_circuit_open.set(1 if is_open else 0)
         if is_open:
-            detail = "paused by 429 Retry-After" if self.breaker.paused else "circuit open"
+            detail = "paused by 429 Retry-After" if state.paused_s > 0 else "circuit open"
             self._health.set("gateway", Status.DEGRADED, detail)
-        elif last_failure or self.breaker.consecutive_failures:
-            detail = f"recent failures ({last_failure or 'probe'})"
-            self._health.set("gateway", Status.DEGRADED, detail)
+        elif last_failure:
+            self._health.set("gateway", Status.DEGRADED, f"recent failures ({last_failure})")
         else:
-            self._health.set("gateway", Status.OK, state.value)
+            self._health.set("gateway", Status.OK, "closed")
 
     async def aclose(self) -> None:
         return None

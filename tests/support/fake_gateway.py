@@ -1,13 +1,17 @@
 """A fake OpenClaw gateway (FastAPI) for integration tests and benches.
 
 It records every request (headers and raw body) and answers with whatever
-`responder` returns for the decoded dead letter of the user message.
+`responder` returns for the decoded dead letter of the user message. With
+`busy_for_s`, it answers 429 with `Retry-After: <retry_after>` to every call in
+its first `busy_for_s` seconds (counted from its first call), like a gateway
+briefly over its own rate limit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +43,10 @@ class FakeGateway:
     headers: list[dict[str, str]] = field(default_factory=list)
     in_flight: int = 0
     peak_in_flight: int = 0
+    busy_for_s: float = 0.0
+    answered_ok: int = 0
+    answered_429: int = 0
+    _first_call: float | None = None
 
     @property
     def calls(self) -> int:
@@ -53,6 +61,7 @@ class FakeGateway:
         raw = await request.body()
         self.bodies.append(raw)
         self.headers.append(dict(request.headers))
+        first = self._first_call = self._first_call or time.monotonic()
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
@@ -60,11 +69,16 @@ class FakeGateway:
                 await asyncio.sleep(self.latency_s)
         finally:
             self.in_flight -= 1
+        if self.busy_for_s and time.monotonic() - first < self.busy_for_s:
+            self.answered_429 += 1
+            extra = {"Retry-After": self.retry_after or "1"}
+            return JSONResponse({"error": "rate limited"}, status_code=429, headers=extra)
         if self.status != 200:
             extra = {"Retry-After": self.retry_after} if self.retry_after else {}
             return JSONResponse({"error": "unavailable"}, status_code=self.status, headers=extra)
         envelope = json.loads(json.loads(raw)["messages"][1]["content"])
         content = self.responder(envelope)
+        self.answered_ok += 1
         return JSONResponse({
             "id": f"chatcmpl-{self.calls}",
             "object": "chat.completion",

@@ -1,0 +1,371 @@
+"""Fleet-wide alert groups: one notification per cause, not one per job.
+
+The model is Alertmanager's aggregation group (`group_wait`, `group_interval`,
+`repeat_interval`), with its state in Redis instead of one process's memory,
+so any replica can add to a group and exactly one sends each notification
+(docs/design.md, section 5b).
+
+A group is keyed per sink by `fp:<fingerprint>`, `queue:<queue>` or
+`job:<idempotency key>` (the sink's `group_by`). Its life:
+
+    first job ──group_wait──▶ #1  single (1 job: the ordinary card) or digest
+       │                       │
+       │   more jobs?  ──yes──▶ #n+1 digest "N more since …, M in all",
+       │                       │     no sooner than group_interval after #n
+       │                       no
+       │                       ▼
+       │        repeat_interval after #n: one `repeat`, then the group closes;
+       │        the next job of that cause opens a new group (a new page).
+
+Redis layout (all keys carry the sink's `{<sink>}` hash tag, one slot per
+sink; names in `bridge.keys`):
+
+    dlq_bridge:groups:{S}:due          ZSET group key → when it is next due;
+                                        while claimed: when the lease ends
+    dlq_bridge:group:{S}:state:<G>     HASH count, notified (jobs covered by the
+                                        notifications sent), sequence (sent),
+                                        first_seen, last_seen, previous_at,
+                                        severity (rank), first (the first Alert,
+                                        JSON), lease (token), claim_count and
+                                        paged (of the claim in flight), closed_at
+    dlq_bridge:group:{S}:jobs:<G>      ZSET idempotency key → arrival number
+    dlq_bridge:group:{S}:job:<G>       HASH idempotency key → GroupJob JSON
+    dlq_bridge:group:{S}:queues:<G>    HASH queue → jobs from it
+    dlq_bridge:group:{S}:prev-…:<G>    the same four for the cause's last closed
+                                        group (renamed when a new one opens; they
+                                        expire 7 days after closing)
+
+Claiming is one Lua script per group: it checks the group is still due,
+moves its due score to `now + lease_s` and records a lease token. A second
+replica's script then finds it not due. A replica killed -9 after claiming
+never calls `notified`; when the lease ends the score is in the past again
+and any replica claims it (the ledger key is the same, so a notification the
+dead replica did send is not sent twice). `notified` with a stale token is
+ignored. Every timer is computed from the injected clock, so tests run on a
+fake clock against real Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from bridge import keys
+from bridge.metrics import Metrics
+from bridge.models import Alert, GroupJob, Notification, NotificationKind, Severity
+from bridge.settings import SinkSettings
+
+log = logging.getLogger(__name__)
+
+SAMPLES = 10
+JOBS_PER_EVENT = 500
+CLOSED_TTL_S = 7 * 24 * 3600
+_BY_RANK = {s.rank: s for s in Severity}
+
+# KEYS: due, group, jobs, job details, queues, then the same four of the previous group
+# ARGV: group key, member, job JSON, queue, now, severity rank, first alert JSON,
+#       group_wait, group_interval
+_ADD = """
+local due, h, jobs, details, queues = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local g, member, now = ARGV[1], ARGV[2], tonumber(ARGV[5])
+if redis.call('HEXISTS', h, 'closed_at') == 1 then
+  for i = 2, 5 do
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      redis.call('RENAME', KEYS[i], KEYS[i + 4])
+    else
+      redis.call('DEL', KEYS[i + 4])
+    end
+  end
+end
+if redis.call('ZSCORE', jobs, member) then return 0 end
+local count = redis.call('HINCRBY', h, 'count', 1)
+redis.call('ZADD', jobs, count, member)
+redis.call('HSET', details, member, ARGV[3])
+redis.call('HINCRBY', queues, ARGV[4], 1)
+local rank = tonumber(ARGV[6])
+if count == 1 then
+  redis.call('HSET', h, 'first_seen', ARGV[5], 'last_seen', ARGV[5], 'notified', 0,
+             'sequence', 0, 'severity', rank, 'first', ARGV[7])
+  redis.call('ZADD', due, now + tonumber(ARGV[8]), g)
+  return 2
+end
+if now > tonumber(redis.call('HGET', h, 'last_seen')) then
+  redis.call('HSET', h, 'last_seen', ARGV[5])
+end
+if rank > tonumber(redis.call('HGET', h, 'severity')) then
+  redis.call('HSET', h, 'severity', rank)
+end
+local previous = redis.call('HGET', h, 'previous_at')
+if previous and redis.call('HEXISTS', h, 'lease') == 0 then
+  local sooner = tonumber(previous) + tonumber(ARGV[9])
+  local current = tonumber(redis.call('ZSCORE', due, g) or math.huge)
+  if sooner < current then redis.call('ZADD', due, sooner, g) end
+end
+return 1
+"""
+
+# KEYS: due, group, jobs, job details, queues
+# ARGV: group key, now, lease until, token, max jobs listed, page (1: a notification
+#       covers only the jobs it lists; the rest is due right after it)
+_CLAIM = """
+local due, h = KEYS[1], KEYS[2]
+local score = redis.call('ZSCORE', due, ARGV[1])
+if not score or tonumber(score) > tonumber(ARGV[2]) then return false end
+local f = redis.call('HMGET', h, 'count', 'notified', 'sequence', 'first_seen',
+                     'last_seen', 'previous_at', 'severity', 'first')
+if not f[1] or not f[8] then
+  redis.call('ZREM', due, ARGV[1])
+  return false
+end
+local count, notified = tonumber(f[1]), tonumber(f[2])
+local start, stop = notified, count - 1
+if count <= notified then start = math.max(0, count - 10) end
+local limit = tonumber(ARGV[5])
+if limit > 0 and stop - start + 1 > limit then stop = start + limit - 1 end
+local covered = count
+if ARGV[6] == '1' and count > notified then covered = stop + 1 end
+local paged = 0
+if covered < count then paged = 1 end
+redis.call('ZADD', due, tonumber(ARGV[3]), ARGV[1])
+redis.call('HSET', h, 'lease', ARGV[4], 'claim_count', covered, 'paged', paged)
+local jobs = {}
+for i, m in ipairs(redis.call('ZRANGE', KEYS[3], start, stop)) do
+  jobs[i] = redis.call('HGET', KEYS[4], m) or ''
+end
+return {f[1], f[2], f[3], f[4], f[5], f[6] or '', f[7], f[8],
+        redis.call('HGETALL', KEYS[5]), jobs, covered}
+"""
+
+# KEYS: due, group, jobs, job details, queues
+# ARGV: group key, token, delivered (1/0), now, sequence, group_interval,
+#       repeat_interval, kind, closed ttl
+_NOTIFIED = """
+local due, h, g, now = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[4])
+if redis.call('HGET', h, 'lease') ~= ARGV[2] then return 0 end
+redis.call('HDEL', h, 'lease')
+if ARGV[3] ~= '1' then
+  redis.call('ZADD', due, now + tonumber(ARGV[6]), g)
+  return 1
+end
+local claimed = tonumber(redis.call('HGET', h, 'claim_count'))
+local count = tonumber(redis.call('HGET', h, 'count'))
+redis.call('HSET', h, 'notified', claimed, 'sequence', ARGV[5], 'previous_at', ARGV[4])
+if count > claimed then
+  local wait = tonumber(ARGV[6])
+  if redis.call('HGET', h, 'paged') == '1' then wait = 0 end
+  redis.call('ZADD', due, now + wait, g)
+  return 1
+end
+if ARGV[8] == 'repeat' then
+  redis.call('ZREM', due, g)
+  redis.call('HSET', h, 'closed_at', ARGV[4])
+  for i = 2, 5 do redis.call('EXPIRE', KEYS[i], tonumber(ARGV[9])) end
+  return 2
+end
+redis.call('ZADD', due, now + tonumber(ARGV[7]), g)
+return 1
+"""
+
+# KEYS: due, group   ARGV: group key, token, lease until
+_RENEW = """
+if redis.call('HGET', KEYS[2], 'lease') ~= ARGV[2] then return 0 end
+redis.call('ZADD', KEYS[1], tonumber(ARGV[3]), ARGV[1])
+return 1
+"""
+
+
+def group_key(alert: Alert, group_by: str) -> str:
+    """`fp:<fingerprint>`, `queue:<queue>` or `job:<idempotency key>`."""
+    dl = alert.dead_letter
+    if group_by == "fingerprint" and dl.fingerprint:
+        return f"fp:{dl.fingerprint}"
+    if group_by == "queue":
+        return f"queue:{dl.queue}"
+    return f"job:{alert.idempotency_key}"
+
+
+def notification_kind(sequence: int, count: int, notified: int) -> NotificationKind:
+    """What the next notification of a group is (sequence = notifications sent so far)."""
+    if sequence == 0:
+        return "single" if count == 1 else "digest"
+    return "digest" if count > notified else "repeat"
+
+
+class Grouper:
+    """One sink's groups: `add` jobs, `claim_due` notifications, report them `notified`."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        sink_settings: SinkSettings,
+        clock: Callable[[], float] = time.time,
+        *,
+        metrics: Metrics | None = None,
+        lease_s: float = 120.0,
+        closed_ttl_s: int = CLOSED_TTL_S,
+    ) -> None:
+        self._client = client
+        self.settings = sink_settings
+        self.sink = sink_settings.name
+        self._clock = clock
+        self._metrics = metrics
+        self.lease_s = lease_s
+        self._closed_ttl_s = closed_ttl_s
+        self._add = client.register_script(_ADD)
+        self._claim = client.register_script(_CLAIM)
+        self._notified = client.register_script(_NOTIFIED)
+        self._renew = client.register_script(_RENEW)
+        # Webhook receivers get every job once, in pages of JOBS_PER_EVENT; people get samples.
+        self._page = sink_settings.type == "webhook"
+        self._max_jobs = JOBS_PER_EVENT if self._page else SAMPLES
+
+    def key_for(self, alert: Alert) -> str:
+        return group_key(alert, self.settings.group_by)
+
+    def _keys(self, group: str, previous: bool = False) -> list[str]:
+        return [
+            keys.groups_due(self.sink),
+            keys.group(self.sink, group, previous),
+            keys.group_jobs(self.sink, group, previous),
+            keys.group_job_details(self.sink, group, previous),
+            keys.group_queues(self.sink, group, previous),
+        ]
+
+    async def add(self, alert: Alert) -> None:
+        """Put `alert` into its group (a replayed job is counted once)."""
+        await self.admit(alert)
+
+    async def admit(self, alert: Alert) -> bool:
+        """`add`, telling whether the job is new to its group (False: a replay)."""
+        group, now = self.key_for(alert), self._clock()
+        job = GroupJob.of(alert, now).model_dump_json()
+        s = self.settings
+        args: list[str | int | float] = [
+            group, alert.idempotency_key, job, alert.dead_letter.queue, repr(now),
+            alert.severity.rank, alert.model_dump_json(), s.group_wait_s, s.group_interval_s,
+        ]
+        both = self._keys(group) + self._keys(group, previous=True)[1:]
+        added = int(await self._add(keys=both, args=args))  # 2: it opened a new group
+        if added == 2 and self._metrics is not None:
+            await self._update_gauge()
+        return added > 0
+
+    async def claim_due(self, limit: int = 10) -> list[Notification]:
+        """Lease up to `limit` due groups for this replica and build their notifications."""
+        now = self._clock()
+        due = await self._client.zrangebyscore(
+            keys.groups_due(self.sink), "-inf", repr(now), start=0, num=limit
+        )
+        claimed = []
+        for raw in due:
+            group = raw.decode() if isinstance(raw, bytes) else str(raw)
+            notification = await self._claim_one(group, now)
+            if notification is not None:
+                claimed.append(notification)
+        if self._metrics is not None:
+            await self._update_gauge()
+        return claimed
+
+    async def _claim_one(self, group: str, now: float) -> Notification | None:
+        token = secrets.token_hex(8)
+        args: list[str | int | float] = [
+            group, repr(now), repr(now + self.lease_s), token, self._max_jobs, int(self._page),
+        ]
+        reply = await self._claim(keys=self._keys(group), args=args)
+        if not reply:
+            return None
+        return build_notification(self.sink, group, token, reply)
+
+    async def notified(self, notification: Notification, delivered: bool) -> None:
+        """Record the outcome of a claimed notification (see `record`)."""
+        if not await self.record(notification, delivered):
+            log.info("sink %s: group %s #%d: lease lost, outcome left to its new claimant",
+                     self.sink, notification.group_key, notification.sequence)
+
+    async def record(self, notification: Notification, delivered: bool) -> bool:
+        """Record the outcome of a claimed notification; False when the lease was lost.
+
+        Delivered: the group's next timer starts (group_interval when it grew
+        meanwhile, else repeat_interval; after a repeat the group closes).
+        Not delivered (undeliverable): nothing is marked sent; the group is due
+        again after group_interval, with whatever it gained by then.
+        """
+        n, s = notification, self.settings
+        args: list[str | int | float] = [
+            n.group_key, n.claim, "1" if delivered else "0", repr(self._clock()), n.sequence,
+            s.group_interval_s, s.repeat_interval_s, n.kind, self._closed_ttl_s,
+        ]
+        result = int(await self._notified(keys=self._keys(n.group_key), args=args))
+        if result and delivered and self._metrics is not None:
+            self._metrics.notifications.labels(self.sink, n.kind).inc()
+        if self._metrics is not None:
+            await self._update_gauge()
+        return result > 0
+
+    async def renew(self, notification: Notification) -> bool:
+        """Extend this replica's lease by `lease_s` (a delivery still retrying); False once lost."""
+        group = notification.group_key
+        until = repr(self._clock() + self.lease_s)
+        args: list[str | int | float] = [group, notification.claim, until]
+        return bool(await self._renew(keys=self._keys(group)[:2], args=args))
+
+    async def open_groups(self) -> int:
+        """Groups not yet closed (each has a timer in the due index)."""
+        return int(await self._client.zcard(keys.groups_due(self.sink)))
+
+    async def members(
+        self, group: str, start: int = 0, stop: int = -1, previous: bool = False
+    ) -> list[str]:
+        """The idempotency keys of a group's jobs in arrival order (for peek/undeliverable).
+
+        `previous=True`: the members of the same cause's last closed group.
+        """
+        raw = await self._client.zrange(keys.group_jobs(self.sink, group, previous), start, stop)
+        return [m.decode() if isinstance(m, bytes) else str(m) for m in raw]
+
+    async def _update_gauge(self) -> None:
+        assert self._metrics is not None
+        self._metrics.open_groups.labels(self.sink).set(await self.open_groups())
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def build_notification(sink: str, group: str, token: str, reply: list[Any]) -> Notification:
+    """The Notification for a `_CLAIM` reply (see the script for the order of fields)."""
+    count, notified, sequence = int(reply[0]), int(reply[1]), int(reply[2])
+    previous = _text(reply[5])
+    flat = [_text(x) for x in reply[8]]
+    queue_counts = {flat[i]: int(flat[i + 1]) for i in range(0, len(flat), 2)}
+    queues = sorted(queue_counts, key=lambda q: (-queue_counts[q], q))
+    jobs = [GroupJob.model_validate_json(_text(j)) for j in reply[9] if j]
+    kind = notification_kind(sequence, count, notified)
+    covered = int(reply[10])
+    new_count = covered - notified if kind != "repeat" else 0
+    first_seen = float(_text(reply[3]))
+    return Notification(
+        sink=sink,
+        group_key=group,
+        kind=kind,
+        sequence=sequence + 1,
+        count=count,
+        new_count=new_count,
+        previous_at=float(previous) if previous else None,
+        first_seen=first_seen,
+        last_seen=float(_text(reply[4])),
+        queues=queues,
+        queue_counts=queue_counts,
+        sample_job_ids=[j.job_id for j in jobs[:SAMPLES]],
+        severity=_BY_RANK[int(reply[6])],
+        first=Alert.model_validate_json(_text(reply[7])),
+        jobs=jobs,
+        pending=count - covered,
+        opened_at=first_seen,
+        claim=token,
+    )

@@ -1,0 +1,115 @@
+"""BullMQ's failed jobs: `<prefix>:<queue>:failed` (score = finishedOn, ms) and the job hash.
+
+Watched, never changed: Bull Board is where operators retry (docs/design.md, section 2b).
+Job hash fields read: `name`, `data` (JSON), `failedReason`, `stacktrace` (JSON array, one entry
+per failed attempt, each starting `<ErrorName>: <message>`), `atm` (attempts made, BullMQ 5+;
+`attemptsMade` before), `finishedOn` (ms; BullMQ keeps no time of the first failure).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+import redis.asyncio as aioredis
+
+from bridge import keys
+from bridge.sources.cursor import Cursor
+from bridge.sources.kinds import KindRecord, Receipt
+from bridge.sources.mapping import Mapped, iso_from_epoch, split_error, text, to_int, to_raw
+from bridge.sources.watched import WatchedSet, WatchedSource
+
+KIND = "bullmq"
+
+
+def map_job(queue: str, job_id: str, fields: dict[bytes, bytes]) -> Mapped:
+    """One BullMQ job hash → the envelope fields (an empty hash: the job was removed)."""
+    get = {k.decode("utf-8", "replace"): v for k, v in fields.items()}.get
+    error_class, _ = split_error(_last_stack(get("stacktrace")))
+    attempts = to_int(get("atm"))
+    return Mapped(
+        queue=queue,
+        job_id=job_id,
+        job_name=text(get("name")),
+        attempts=attempts if attempts is not None else to_int(get("attemptsMade")),
+        error_class=error_class,
+        error_message=text(get("failedReason")),
+        first_failed_at=iso_from_epoch(text(get("finishedOn"))),
+        payload=_json_or_text(get("data")),
+    )
+
+
+def _last_stack(value: bytes | None) -> str | None:
+    loaded = _json_or_text(value)
+    if isinstance(loaded, list) and loaded and isinstance(loaded[-1], str):
+        return loaded[-1]
+    return None
+
+
+def _json_or_text(value: bytes | None) -> Any:
+    raw = text(value)
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw
+
+
+class BullMQMapper:
+    def __init__(self, store: aioredis.Redis, prefix: str, queue: str) -> None:
+        self._store = store
+        self._prefix = prefix
+        self._queue = queue
+        self._source_key = f"{KIND}:{keys.bullmq_failed(prefix, queue)}"
+
+    def member_id(self, member: bytes) -> str:
+        return member.decode("utf-8", "replace")
+
+    async def record(self, member: bytes, score: str, receipt: Receipt) -> KindRecord:
+        job_id = self.member_id(member)
+        fields = cast(dict[bytes, bytes], await self._store.hgetall(keys.bullmq_job(self._prefix, self._queue, job_id)))
+        mapped = map_job(self._queue, job_id, fields)
+        return KindRecord(self._source_key, self._queue, job_id, to_raw(mapped), receipt)
+
+
+async def find_queues(store: aioredis.Redis, prefix: str) -> list[str]:
+    """Queue names with a `<prefix>:<queue>:meta` hash (SCAN, never KEYS)."""
+    head, tail = f"{prefix}:", ":meta"
+    found = set()
+    async for key in store.scan_iter(match=keys.bullmq_meta_match(prefix), count=500):
+        name = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
+        if name.startswith(head) and name.endswith(tail) and len(name) > len(head) + len(tail):
+            found.add(name[len(head) : -len(tail)])
+    return sorted(found)
+
+
+def bullmq_source(
+    name: str,
+    store: aioredis.Redis,
+    bridge: aioredis.Redis,
+    *,
+    prefix: str = "bull",
+    queues: list[str] | None = None,
+    lease_s: float = 60.0,
+    clock: Callable[[], float] = time.time,
+) -> WatchedSource:
+    """The failed sets of the listed queues, or of every queue SCAN finds when the list is empty."""
+
+    async def discover() -> list[WatchedSet]:
+        names = queues or await find_queues(store, prefix)
+        return [
+            WatchedSet(
+                store,
+                keys.bullmq_failed(prefix, queue),
+                Cursor(bridge, f"{name}:{queue}", lease_s=lease_s),
+                BullMQMapper(store, prefix, queue),
+                name,
+                clock,
+            )
+            for queue in names
+        ]
+
+    return WatchedSource(name, discover)

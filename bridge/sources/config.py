@@ -1,0 +1,148 @@
+"""Configuration of the other DLQ kinds: one array of tables per kind under `[sources]`.
+
+Contract: docs/design.md, section 2b. Each table becomes one source; its `name` (defaulted from
+the kind and its store) names the source in metrics, `check`, receipts and the cursor keys, so
+names are unique. Connection strings are never written in the file: `*_env` names the
+environment variable that holds them (resolved when the sources are built, see
+`bridge.sources.build`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SOURCE_NAME_RE = r"^[A-Za-z0-9._:-]+$"
+ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class _Kind(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(default=None, pattern=SOURCE_NAME_RE)
+
+    def source_name(self) -> str:
+        return self.name or self.default_name()
+
+    def default_name(self) -> str:
+        raise NotImplementedError
+
+
+class _Watched(_Kind):
+    """Owner-held stores: read from their Redis, cursor kept in the bridge's Redis."""
+
+    redis_url_env: str | None = Field(default=None, pattern=ENV_NAME_RE)  # None: the bridge's Redis
+    lease_s: float = Field(default=60.0, gt=0)  # a claimed job comes back to the fleet after this
+
+
+class SidekiqSourceSettings(_Watched):
+    """`[[sources.sidekiq]]`: the `dead` sorted set (Sidekiq Web retries)."""
+
+    namespace: str = Field(default="", pattern=r"^[A-Za-z0-9._:-]*$")
+
+    def default_name(self) -> str:
+        return f"sidekiq.{self.namespace}" if self.namespace else "sidekiq"
+
+
+class BullMQSourceSettings(_Watched):
+    """`[[sources.bullmq]]`: `<prefix>:<queue>:failed` + job hashes (Bull Board retries)."""
+
+    prefix: str = Field(default="bull", min_length=1)
+    queues: list[str] = Field(default_factory=list)  # empty: every queue SCAN finds
+
+    def default_name(self) -> str:
+        return f"bullmq.{self.prefix}".replace("{", "").replace("}", "")
+
+
+class RQSourceSettings(_Watched):
+    """`[[sources.rq]]`: `rq:failed:<queue>` + `rq:job:<id>` (+ `rq:results:<id>`); never unpickled."""
+
+    queues: list[str] = Field(default_factory=list)  # empty: every queue in `rq:queues`
+
+    def default_name(self) -> str:
+        return "rq"
+
+
+class RedisStreamSourceSettings(_Kind):
+    """`[[sources.redis_stream]]`: a consumer group; XACK after finish, XAUTOCLAIM for dead consumers."""
+
+    redis_url_env: str | None = Field(default=None, pattern=ENV_NAME_RE)
+    stream: str = Field(default="dead_letters", min_length=1)
+    group: str = Field(default="dlq-bridge", min_length=1)
+    min_idle_s: float = Field(default=60.0, gt=0)  # a consumer's pending entry idle this long is taken over
+
+    def default_name(self) -> str:
+        return f"stream.{self.stream}".replace("{", "").replace("}", "")
+
+
+class RabbitMQSourceSettings(_Kind):
+    """`[[sources.rabbitmq]]`: a queue bound to a dead-letter exchange; ack after finish."""
+
+    url_env: str = Field(default="RABBITMQ_URL", pattern=ENV_NAME_RE)
+    queue: str = Field(min_length=1)
+    prefetch: int = Field(default=10, ge=1, le=1000)
+
+    def default_name(self) -> str:
+        return f"rabbitmq.{self.queue}"
+
+
+class SqsSourceSettings(_Kind):
+    """`[[sources.sqs]]`: delete after finish; ApproximateReceiveCount → attempts."""
+
+    queue_url: str
+    endpoint_url: str | None = None  # local endpoints (moto, LocalStack, ElasticMQ)
+    region: str | None = None  # default: from the queue URL, else AWS_REGION / AWS_DEFAULT_REGION
+    visibility_timeout_s: int = Field(default=60, ge=1, le=43_200)
+
+    @field_validator("queue_url", "endpoint_url")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        if value is not None:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError("must be an http(s) URL with a host")
+        return value
+
+    def default_name(self) -> str:
+        return "sqs." + (urlsplit(self.queue_url).path.rstrip("/").rsplit("/", 1)[-1] or "queue")
+
+    def region_from_url(self) -> str | None:
+        """`https://sqs.eu-west-1.amazonaws.com/…` → `eu-west-1`."""
+        host = urlsplit(self.queue_url).hostname or ""
+        parts = host.split(".")
+        if len(parts) >= 4 and parts[0] == "sqs" and parts[-2:] == ["amazonaws", "com"]:
+            return parts[1]
+        return None
+
+
+class KindSources(BaseModel):
+    """The six arrays of tables; `SourcesSettings` in bridge/settings.py gains these fields."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    sidekiq: list[SidekiqSourceSettings] = Field(default_factory=list)
+    bullmq: list[BullMQSourceSettings] = Field(default_factory=list)
+    rq: list[RQSourceSettings] = Field(default_factory=list)
+    redis_stream: list[RedisStreamSourceSettings] = Field(default_factory=list)
+    rabbitmq: list[RabbitMQSourceSettings] = Field(default_factory=list)
+    sqs: list[SqsSourceSettings] = Field(default_factory=list)
+
+    def all(self) -> list[_Kind]:
+        return [*self.sidekiq, *self.bullmq, *self.rq, *self.redis_stream, *self.rabbitmq, *self.sqs]
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> KindSources:
+        seen: set[str] = set()
+        for kind in self.all():
+            name = kind.source_name()
+            if name in seen:
+                raise ValueError(f"two sources are named {name!r}: give one of them its own `name`")
+            seen.add(name)
+        return self
+
+
+def kind_sources(sources_table: dict[str, Any]) -> KindSources:
+    """The kinds of a parsed `[sources]` table (other keys of the table are not ours)."""
+    return KindSources.model_validate(sources_table)

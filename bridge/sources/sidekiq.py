@@ -1,0 +1,97 @@
+"""Sidekiq's dead set: the `dead` sorted set (score = time of death), each member the job's JSON.
+
+Watched, never changed: Sidekiq Web is where operators retry (docs/design.md, section 2b).
+Fields read: `class` (or ActiveJob's `wrapped` / `args[0].job_class`), `queue`, `jid`,
+`error_class`, `error_message`, `failed_at`, `retry_count`, `args`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from bridge import keys
+from bridge.sources.cursor import Cursor
+from bridge.sources.kinds import KindRecord, Receipt
+from bridge.sources.mapping import Mapped, iso_from_epoch, text, to_int, to_raw
+from bridge.sources.watched import WatchedSet, WatchedSource
+
+KIND = "sidekiq"
+ACTIVE_JOB_WRAPPER = "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper"
+
+
+def parse_member(member: bytes) -> dict[str, Any] | None:
+    try:
+        job = json.loads(member)
+    except (ValueError, RecursionError):
+        return None
+    return job if isinstance(job, dict) else None
+
+
+def map_job(job: dict[str, Any]) -> Mapped:
+    """One Sidekiq job hash (as JSON) → the envelope fields."""
+    retry_count = to_int(job.get("retry_count"))
+    return Mapped(
+        queue=text(job.get("queue")) or "default",
+        job_id=str(job.get("jid") or ""),
+        job_name=job_name(job),
+        attempts=None if retry_count is None else retry_count + 1,
+        error_class=text(job.get("error_class")),
+        error_message=text(job.get("error_message")),
+        first_failed_at=iso_from_epoch(job.get("failed_at")),
+        payload=job.get("args"),
+    )
+
+
+def job_name(job: dict[str, Any]) -> str | None:
+    """The worker class; for ActiveJob, the wrapped job class."""
+    wrapped = text(job.get("wrapped"))
+    if wrapped:
+        return wrapped
+    args = job.get("args")
+    if job.get("class") == ACTIVE_JOB_WRAPPER and isinstance(args, list) and args and isinstance(args[0], dict):
+        return text(args[0].get("job_class")) or ACTIVE_JOB_WRAPPER
+    return text(job.get("class"))
+
+
+class SidekiqMapper:
+    def __init__(self, source_key: str) -> None:
+        self._source_key = source_key
+
+    def member_id(self, member: bytes) -> str:
+        job = parse_member(member)
+        jid = text(job.get("jid")) if job else None
+        return jid or "sha256:" + hashlib.sha256(member).hexdigest()[:16]
+
+    async def record(self, member: bytes, score: str, receipt: Receipt) -> KindRecord:
+        job = parse_member(member)
+        member_id = self.member_id(member)
+        if job is None or not text(job.get("jid")):
+            # not a Sidekiq job: the native bytes go to normalize, which makes it an unparseable alert
+            return KindRecord(self._source_key, "dead", member_id, member, receipt)
+        mapped = map_job(job)
+        return KindRecord(self._source_key, mapped.queue, mapped.job_id, to_raw(mapped), receipt)
+
+
+def sidekiq_source(
+    name: str,
+    store: aioredis.Redis,
+    bridge: aioredis.Redis,
+    *,
+    namespace: str = "",
+    lease_s: float = 60.0,
+    clock: Callable[[], float] = time.time,
+) -> WatchedSource:
+    """The dead set of one Sidekiq (its Redis may differ from the bridge's, which keeps the cursor)."""
+    key = keys.sidekiq_dead(namespace)
+    watched = WatchedSet(store, key, Cursor(bridge, name, lease_s=lease_s), SidekiqMapper(f"{KIND}:{key}"), name, clock)
+
+    async def discover() -> list[WatchedSet]:
+        return [watched]
+
+    return WatchedSource(name, discover)

@@ -1,0 +1,159 @@
+"""Readers of sorted sets a job system owns: lease → map → finish, never a write to the set.
+
+`WatchedSet` walks one sorted set in score order from the cursor's watermark; `WatchedSource`
+round-robins the sets of one configured source (one per BullMQ or RQ queue, one for Sidekiq).
+A kind supplies a `Mapper`: the id of a member, and the KindRecord of one member
+(docs/design.md, section 2b).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Protocol, cast
+
+import redis.asyncio as aioredis
+
+from bridge.sources.cursor import Cursor, Position
+from bridge.sources.kinds import KindRecord, Receipt
+
+PAGE = 50
+
+
+class Mapper(Protocol):
+    def member_id(self, member: bytes) -> str: ...
+
+    async def record(self, member: bytes, score: str, receipt: Receipt) -> KindRecord: ...
+
+
+class WatchedSet:
+    """One owner-held sorted set and its cursor."""
+
+    def __init__(
+        self,
+        store: aioredis.Redis,
+        key: str,
+        cursor: Cursor,
+        mapper: Mapper,
+        source_name: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.key = key
+        self._store = store
+        self._cursor = cursor
+        self._mapper = mapper
+        self._source = source_name
+        self._clock = clock
+
+    async def claim(self) -> KindRecord | None:
+        now_ms = int(self._clock() * 1000)
+        for position in await self._cursor.reclaim_expired(now_ms):
+            record = await self._reload(position)
+            if record is not None:
+                return record
+        return await self._scan(now_ms)
+
+    async def finish(self, position: Position) -> None:
+        await self._cursor.finish(position)
+
+    async def depth(self) -> int:
+        mark = await self._cursor.watermark()
+        return int(await self._store.zcount(self.key, f"({mark}" if mark else "-inf", "+inf"))
+
+    def token(self, position: Position) -> str:
+        return "\n".join((self.key, position.score, position.member_id))
+
+    async def _scan(self, now_ms: int) -> KindRecord | None:
+        mark = await self._cursor.watermark()
+        offset = 0
+        while True:
+            page = await self._page(mark or "-inf", offset)
+            if not page:
+                return None
+            for member, score in page:
+                position = Position(score=score, member_id=self._mapper.member_id(member))
+                if await self._cursor.claim(position, now_ms):
+                    return await self._record(member, score, position)
+            offset += len(page)
+
+    async def _page(self, low: str, offset: int) -> list[tuple[bytes, str]]:
+        rows = await self._store.zrangebyscore(
+            self.key, low, "+inf", start=offset, num=PAGE, withscores=True, score_cast_func=_score_text
+        )
+        return [(bytes(member), str(score)) for member, score in cast(list[tuple[bytes, str]], rows)]
+
+    async def _reload(self, position: Position) -> KindRecord | None:
+        """The record of a reclaimed lease, or None (and the lease dropped) when it left the set."""
+        rows = await self._store.zrangebyscore(
+            self.key, position.score, position.score, withscores=True, score_cast_func=_score_text
+        )
+        for member, score in cast(list[tuple[bytes, str]], rows):
+            if self._mapper.member_id(member) == position.member_id:
+                return await self._record(member, score, position)
+        await self._cursor.release(position)
+        return None
+
+    async def _record(self, member: bytes, score: str, position: Position) -> KindRecord:
+        receipt = Receipt(source=self._source, token=self.token(position))
+        record = await self._mapper.record(member, score, receipt)
+        return replace(record, claimed_at=self._clock())
+
+
+def _score_text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class WatchedSource:
+    """All sets of one configured watched source, visited in turn."""
+
+    def __init__(self, name: str, discover: Callable[[], Awaitable[list[WatchedSet]]]) -> None:
+        self._name = name
+        self._discover = discover
+        self._sets: dict[str, WatchedSet] = {}
+        self._next = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def rescan(self) -> list[str]:
+        """Pick up sets created since the last scan (new BullMQ/RQ queues)."""
+        for watched in await self._discover():
+            self._sets.setdefault(watched.key, watched)
+        return sorted(self._sets)
+
+    async def claim(self) -> KindRecord | None:
+        if not self._sets:
+            await self.rescan()
+        ordered = list(self._sets.values())
+        for i in range(len(ordered)):
+            watched = ordered[(self._next + i) % len(ordered)]
+            record = await watched.claim()
+            if record is not None:
+                self._next = (self._next + i + 1) % len(ordered)
+                return record
+        return None
+
+    async def ack(self, receipt: Receipt) -> bool:
+        key, score, member_id = _parse_token(receipt.token)
+        watched = self._sets.get(key)
+        if receipt.source != self._name or watched is None:
+            return False
+        await watched.finish(Position(score=score, member_id=member_id))
+        return True
+
+    async def depth(self) -> int:
+        return sum([await watched.depth() for watched in self._sets.values()])
+
+    async def depths(self) -> dict[str, int]:
+        return {key: await watched.depth() for key, watched in self._sets.items()}
+
+    async def close(self) -> None:
+        return None
+
+
+def _parse_token(token: str) -> tuple[str, str, str]:
+    key, _, rest = token.partition("\n")
+    score, _, member_id = rest.partition("\n")
+    return key, score, member_id
