@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 REDIS_ERRORS = (RedisError, OSError)
 MAX_BACKOFF_S = 5.0
 LARGE_ENTRY_BYTES = 256 * 1024
+DROP_HEARTBEAT_S = 0.5
 
 
 @dataclass
@@ -117,7 +118,12 @@ class Pipeline:
             for task in leftovers:
                 task.cancel()
             await asyncio.gather(*leftovers, return_exceptions=True)
-        await self._source.drop_heartbeat()  # leftovers may be reaped at once
+            await self._drop_heartbeat()  # leftovers may be reaped at once (also when cancelled)
+
+    async def _drop_heartbeat(self) -> None:
+        """Best effort and brief: a stop while Redis is down must not wait on it (it expires anyway)."""
+        with contextlib.suppress(*REDIS_ERRORS, TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._source.drop_heartbeat()), DROP_HEARTBEAT_S)
 
     async def _stop_delivery(self, task: asyncio.Task[None] | None, stop: asyncio.Event, burst: bool) -> None:
         """Burst mode first waits for empty sink queues; then in-flight deliveries finish."""
