@@ -10,6 +10,7 @@ DLQ_PREFIX = "dead_letter:"
 UNDELIVERABLE = f"{PREFIX}:undeliverable"
 PROCESSING_MATCH = f"{PREFIX}:processing:*"
 ALERTED_MATCH = f"{PREFIX}:alerted:*"
+OUTBOX_MATCH = f"{PREFIX}:outbox:*"
 
 CONSUMER_ID_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -42,6 +43,38 @@ def processing(source_key: str, consumer: str) -> str:
 
 def alerted(source_key: str) -> str:
     return f"{PREFIX}:alerted:{source_ref(source_key)}"
+
+
+def outbox(source_key: str) -> str:
+    """Alerts handed off with their entry, not yet in the sink queues (hash; the source's slot)."""
+    return f"{PREFIX}:outbox:{source_ref(source_key)}"
+
+
+def parse_outbox(key: str) -> str | None:
+    """The source key of an outbox key `dlq_bridge:outbox:<source ref>`; None otherwise."""
+    head = f"{PREFIX}:outbox:"
+    if not key.startswith(head) or len(key) == len(head):
+        return None
+    return source_from_ref(key[len(head) :])
+
+
+@dataclass(frozen=True)
+class SinkQueueKeys:
+    """One sink's durable queue; all three keys share the `{<sink>}` slot (docs/design.md, section 5b).
+
+    ready:  sorted set, item id -> order score (severity first, then oldest first)
+    leased: sorted set, item id -> lease expiry (epoch ms)
+    items:  hash, item id -> alert JSON
+    """
+
+    ready: str
+    leased: str
+    items: str
+
+
+def sink_queue(sink: str) -> SinkQueueKeys:
+    head = f"{PREFIX}:sinkq:{{{sink}}}"
+    return SinkQueueKeys(ready=f"{head}:ready", leased=f"{head}:leased", items=f"{head}:items")
 
 
 def heartbeat(consumer: str) -> str:

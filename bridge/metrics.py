@@ -79,6 +79,14 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.sink_queue_depth = Gauge(
+            "dlq_bridge_sink_queue_depth", "Alerts handed off to a sink, not yet delivered (queued + leased)",
+            ["sink"], registry=r,
+        )
+        self.sink_queue_oldest_age = Gauge(
+            "dlq_bridge_sink_queue_oldest_age_seconds", "Age of the oldest alert in a sink's queue (0 when empty)",
+            ["sink"], registry=r,
+        )
         self.rate_limit_waits = Counter(
             "dlq_bridge_rate_limit_waits_total",
             "Sends that waited for the fleet-wide rate limit of their receiver, by sink",

@@ -1,4 +1,8 @@
-"""The pipeline loop: claim → normalize → summarize → dispatch → finish.
+"""The pipeline loop: claim → normalize → summarize → hand-off (finish).
+
+The hand-off archives the entry and queues its alert for every routed sink
+in one step; each sink's worker (`bridge.delivery.worker`) then delivers at
+its own pace, so the drain never waits on a sink (docs/design.md, section 5b).
 
 One claimer takes entries only while a worker slot is free, so in-flight work
 (and memory) is bounded by `sources.concurrency`. Upkeep loops (heartbeat,
@@ -28,6 +32,8 @@ from redis.exceptions import RedisError
 from bridge import keys
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.undeliverable import UndeliverableStore
+from bridge.delivery.worker import Delivery
+from bridge.handoff import HandOff
 from bridge.health import Health, Status
 from bridge.intake import prepare
 from bridge.metrics import Metrics
@@ -51,6 +57,7 @@ def intake(raw: bytes, source_key: str, settings: SourcesSettings) -> DeadLetter
     `source_key` is byte-exact; the envelope gets its display form.
     """
     return prepare(raw, keys.display(source_key), settings)
+DROP_HEARTBEAT_S = 0.5
 
 
 @dataclass
@@ -82,9 +89,14 @@ class Pipeline:
         runbook_url: Callable[[str], str | None] = lambda _hint: None,
         severity: SeveritySettings | None = None,
         redis_target: str = "Redis",
+        *,
+        handoff: HandOff,
+        delivery: Delivery | None = None,
     ) -> None:
         self._redis_target = redis_target  # masked, for the logs
         self._source = source
+        self._handoff = handoff
+        self._delivery = delivery
         self._undeliverable = undeliverable
         self._summarizer = summarizer
         self._dispatcher = dispatcher
@@ -103,9 +115,15 @@ class Pipeline:
         self.last_tick = time.monotonic()
 
     async def run(self, stop: asyncio.Event, *, burst: bool = False) -> None:
-        """Claim until `stop`; then wait for in-flight entries (the caller bounds the wait)."""
+        """Claim until `stop`; then wait for in-flight entries (the caller bounds the wait).
+
+        The sink workers run alongside; in burst mode the run ends once the DLQs and
+        every sink queue are empty.
+        """
         self._offloop = OffLoop(INTAKE_THREADS, name="dlq-bridge-intake")
         await self._start()
+        delivery_stop = asyncio.Event()
+        delivery = asyncio.create_task(self._delivery.run(delivery_stop)) if self._delivery else None
         upkeep = [
             asyncio.create_task(self._every(self._settings.heartbeat_interval_s, self._source.heartbeat, stop)),
             asyncio.create_task(self._every(self._settings.rescan_interval_s, self._rescan, stop)),
@@ -115,14 +133,29 @@ class Pipeline:
         try:
             await self._claim_loop(stop, burst)
             await self.drain_in_flight()
+            await self._stop_delivery(delivery, delivery_stop, burst)
         finally:
             # Cancelled (grace period over): in-flight entries stay in the processing list.
-            leftovers = [*upkeep, *self._in_flight]
+            leftovers = [*upkeep, *self._in_flight, *([delivery] if delivery else [])]
             for task in leftovers:
                 task.cancel()
             await asyncio.gather(*leftovers, return_exceptions=True)
             self._offloop.close()
-        await self._source.drop_heartbeat()  # leftovers may be reaped at once
+            await self._drop_heartbeat()  # leftovers may be reaped at once (also when cancelled)
+
+    async def _drop_heartbeat(self) -> None:
+        """Best effort and brief: a stop while Redis is down must not wait on it (it expires anyway)."""
+        with contextlib.suppress(*REDIS_ERRORS, TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._source.drop_heartbeat()), DROP_HEARTBEAT_S)
+
+    async def _stop_delivery(self, task: asyncio.Task[None] | None, stop: asyncio.Event, burst: bool) -> None:
+        """Burst mode first waits for empty sink queues; then in-flight deliveries finish."""
+        if task is None or self._delivery is None:
+            return
+        if burst:
+            await self._delivery.wait_idle()
+        stop.set()
+        await task
 
     async def _start(self) -> None:
         backoff = Backoff()
@@ -253,8 +286,8 @@ class Pipeline:
             await self._quarantine(claimed, quarantine_title(claimed.claims, self._settings.entry_deadline_s))
             return
         alert = await self._alert_for(dead_letter)
-        await self._dispatcher.dispatch(alert)
-        await self._finish(claimed)
+        routed = [route.sink.name for route in self._dispatcher.routed(alert)]
+        await self._hand_off(claimed, alert, routed)
         outcome = "poison" if dead_letter.parse_error else "alerted"
         self._metrics.entries.labels(outcome).inc()
         self._metrics.entry_seconds.observe(time.monotonic() - claimed.claimed_at)
@@ -300,6 +333,18 @@ class Pipeline:
         url = self._runbook_url(summary.runbook_hint) if summary.runbook_hint else None
         severity = self._severity.route(dead_letter.queue, summary.severity)
         return Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url)
+
+    async def _hand_off(self, claimed: Claimed, alert: Alert, routed: list[str]) -> None:
+        """Archive the entry and queue its alert for every routed sink, in one step."""
+        backoff = Backoff()
+        while True:
+            try:
+                if not await self._handoff.finish(claimed, alert, routed):
+                    log.info("entry %s was reaped while in flight; it will be re-processed", claimed.source_key)
+                return
+            except REDIS_ERRORS as exc:
+                self._redis_down(exc)
+                await backoff.wait()
 
     async def _finish(self, claimed: Claimed) -> None:
         backoff = Backoff()

@@ -12,8 +12,9 @@ import httpx
 import redis.asyncio as redis
 
 from bridge.delivery.dispatcher import Dispatcher
-from bridge.delivery.factory import build_dispatcher
+from bridge.delivery.factory import build_delivery, build_dispatcher
 from bridge.delivery.undeliverable import UndeliverableStore
+from bridge.delivery.worker import Delivery
 from bridge.embedded import EmbeddedRedis
 from bridge.health import Health
 from bridge.http import build_http_client
@@ -42,6 +43,7 @@ class Runtime:
     dispatcher: Dispatcher
     source: RedisListSource
     pipeline: Pipeline
+    delivery: Delivery
 
 
 def redis_url(settings: Settings, stack: contextlib.ExitStack) -> str:
@@ -61,9 +63,13 @@ def mask_redis_url(url: str) -> str:
 
 
 def redis_pool_size(settings: Settings) -> int:
-    """Room for every worker to use one connection per sink at once, plus the loops."""
-    sinks = len(settings.effective_sinks())
-    return settings.sources.concurrency * (sinks + 2) + 32
+    """Room for every pipeline worker and every sink delivery in flight at once, plus the loops."""
+    delivery = settings.delivery
+    per_sink = [
+        delivery.paced_sink_concurrency if s.type in ("slack", "pagerduty") else delivery.sink_concurrency
+        for s in settings.effective_sinks()
+    ]
+    return settings.sources.concurrency * 2 + sum(per_sink) + 32
 
 
 def runbook_url_builder(settings: Settings, runbooks: RunbookCatalog):  # type: ignore[no-untyped-def]
@@ -98,19 +104,26 @@ async def open_runtime(
             )
             dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout)
             source = RedisListSource(client, settings.sources, settings.redis.consumer_id)
+            undeliverable = UndeliverableStore(client, metrics)
+            # H11b's Grouper per grouped sink plugs in here (groupers={name: Grouper(...)}).
+            delivery = build_delivery(settings, client, dispatcher, metrics, health, undeliverable)
             pipeline = Pipeline(
                 source,
                 summarizer,
                 dispatcher,
-                UndeliverableStore(client, metrics),
+                undeliverable,
                 settings.sources,
                 metrics,
                 health,
                 runbook_url_builder(settings, runbooks),
                 settings.severity,
                 redis_target=mask_redis_url(url),
+                handoff=delivery.handoff,
+                delivery=delivery,
             )
-            yield Runtime(settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline)
+            yield Runtime(
+                settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline, delivery
+            )
             await dispatcher.aclose()
             await summarizer.aclose()
         finally:

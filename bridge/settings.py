@@ -316,6 +316,22 @@ class DeliverySettings(_Section):
         description="Seconds a delivery reservation outlives a sender killed mid-send "
         "(refreshed while the sender lives); the job is then sent by another replica.",
     )
+    sink_concurrency: int = Field(
+        default=32, ge=1, le=1000,
+        description="Deliveries in flight per unpaced sink (webhook, console) and replica.",
+    )
+    paced_sink_concurrency: int = Field(
+        default=4, ge=1, le=100,
+        description="Deliveries in flight per paced sink (slack, pagerduty) and replica.",
+    )
+    lease_s: float = Field(
+        default=15.0, ge=1,
+        description="Lease on a taken sink-queue item; a killed replica's items come back after it.",
+    )
+    queue_stale_s: float = Field(
+        default=300.0, gt=0,
+        description="A sink queue whose oldest alert is older shows `degraded` on /healthz.",
+    )
 
 
 class HttpSettings(_Section):

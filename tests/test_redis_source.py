@@ -155,10 +155,15 @@ async def test_a_claim_whose_reply_was_lost_is_returned_and_processed(
     assert "id=orphan-claim" in out.getvalue()
 
 
-async def test_cancelling_the_pipeline_cancels_in_flight_entries_and_keeps_them_claimed(
+async def test_cancelling_the_pipeline_cancels_in_flight_deliveries_and_puts_them_back(
     aredis: aioredis.Redis, make_settings: Callable[..., Settings]
 ) -> None:
-    """What the grace-period timeout does: nothing keeps running after the runtime closes."""
+    """What the grace-period timeout does: nothing keeps running after the runtime closes.
+
+    The entries were handed off (archived) before their deliveries started; the cancelled
+    deliveries go back to the sink queue, ready for the next run (docs/design.md, section 5b).
+    """
+    from bridge.delivery.queue import SinkQueue
     from tests.support.http_server import serve
     from tests.support.receiver import Receiver, Reply
 
@@ -173,8 +178,11 @@ async def test_cancelling_the_pipeline_cancels_in_flight_entries_and_keeps_them_
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             assert not runtime.pipeline._in_flight
-        assert await aredis.llen(keys.processing("dead_letter:hang", "test-1")) == 3
-        assert await aredis.llen(keys.alerted("dead_letter:hang")) == 0
+            assert not any(w.busy for w in runtime.delivery.workers.values())
+        assert await aredis.llen(keys.processing("dead_letter:hang", "test-1")) == 0
+        assert await aredis.llen(keys.alerted("dead_letter:hang")) == 3
+        stats = await SinkQueue(aredis, "hook").stats()
+        assert (stats.ready, stats.leased) == (3, 0), "cancelled deliveries are queued again, not leased"
 
 
 async def test_metrics_show_dlq_and_undeliverable_depth_written_by_others(

@@ -14,10 +14,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 from tenacity import RetryCallState
 
+from bridge import keys
 from bridge.delivery.ledger import Ledger
 from bridge.delivery.limiter import Limiter
 from bridge.delivery.retry import retrying
@@ -31,6 +32,21 @@ from bridge.sinks.base import Sink
 log = logging.getLogger(__name__)
 
 Outcome = Literal["delivered", "duplicate", "undeliverable"]
+Send = Callable[[], Awaitable[None]]
+
+
+class NotificationLike(Protocol):
+    """What delivery needs of a group notification (`bridge.models.Notification`, docs/design.md, section 5b)."""
+
+    @property
+    def ledger_key(self) -> str: ...
+
+    @property
+    def first(self) -> Alert: ...
+
+
+class GroupSink(Protocol):
+    async def send_group(self, notification: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -73,9 +89,23 @@ class Deliverer:
         name = route.sink.name
         ledger = self._ledger if route.use_ledger else None
         if ledger is None:
-            return await self._attempts(route, alert)
+            return await self._attempts(route, lambda: route.sink.send(alert))
         return await self._reserved(ledger, Ledger.key(name, alert), name,
-                                    lambda: self._attempts(route, alert))
+                                    lambda: self._attempts(route, lambda: route.sink.send(alert)))
+
+    async def deliver_notification(self, route: Route, notification: NotificationLike) -> Result:
+        """Like `deliver`, for a group notification: ledger key from `notification.ledger_key`."""
+        name = route.sink.name
+        sink: GroupSink = route.sink
+
+        async def attempts() -> Result:
+            return await self._attempts(route, lambda: sink.send_group(notification))
+
+        ledger = self._ledger if route.use_ledger else None
+        if ledger is None:
+            return await attempts()
+        key = keys.delivered(name, notification.ledger_key, notification.first.dead_letter.raw_digest)
+        return await self._reserved(ledger, key, name, attempts)
 
     async def _reserved(
         self, ledger: Ledger, key: str, name: str, attempts: Callable[[], Awaitable[Result]]
@@ -91,14 +121,14 @@ class Deliverer:
                 await reservation.mark()
         return result
 
-    async def _attempts(self, route: Route, alert: Alert) -> Result:
+    async def _attempts(self, route: Route, send: Send) -> Result:
         name, count = route.sink.name, 0
         controller = retrying(self.settings, before_sleep=self._log_retry(name), sleep=self._sleep)
         try:
             async for attempt in controller:
                 with attempt:
                     count += 1
-                    await self._one(route, alert)
+                    await self._one(route, send)
         except SinkError as exc:
             self._health.set(f"sink:{name}", Status.DEGRADED, f"undeliverable: {short(exc)}")
             log.warning("sink %s: undeliverable after %d attempt(s): %s", name, count, short(exc))
@@ -106,12 +136,12 @@ class Deliverer:
         self._health.set(f"sink:{name}", Status.OK, "delivered")
         return Result(name, "delivered", count)
 
-    async def _one(self, route: Route, alert: Alert) -> None:
+    async def _one(self, route: Route, send: Send) -> None:
         name = route.sink.name
         if route.pacer is not None:
             await route.pacer.wait()
         try:
-            await route.sink.send(alert)
+            await send()
         except SinkRetryable as exc:
             self._metrics.delivery_attempts.labels(name, "retryable").inc()
             self._health.set(f"sink:{name}", Status.DEGRADED, f"retrying: {short(exc)}")

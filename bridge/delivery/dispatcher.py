@@ -1,7 +1,10 @@
-"""Routes an alert to every matching sink and returns when each is final.
+"""Routing, and the final delivery of one item to one sink.
 
-Each routed sink gets its own concurrent delivery loop (ledger, pacing,
-retries), so a slow or dead sink never delays the others. A sink is final
+`routed(alert)` names the sinks an alert is handed off to (the pipeline's
+hand-off); `deliver_one` / `deliver_group` are what a sink worker runs for
+each queued alert or group notification (docs/design.md, section 5b).
+`dispatch(alert)` delivers to every routed sink directly and concurrently;
+the pipeline no longer uses it (tests and direct sends do). A sink is final
 when it is delivered, a duplicate (ledger hit) or recorded as undeliverable.
 
 Redis errors: `dispatch()` raises `RedisError` only when an outcome could not
@@ -15,11 +18,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from redis.exceptions import RedisError
 
-from bridge.delivery.deliver import Deliverer, Result, Route
+from bridge.delivery.deliver import Deliverer, NotificationLike, Result, Route
 from bridge.delivery.undeliverable import Failure, UndeliverableStore, build_record
 from bridge.metrics import Metrics
 from bridge.models import Alert
@@ -58,7 +62,7 @@ class Dispatcher:
         """Deliver to every routed sink; returns when each is final (see module doc)."""
         await self._refresh_depth_once()
         outcomes = await asyncio.gather(
-            *(self._final(route, alert) for route in self.routed(alert)), return_exceptions=True
+            *(self.deliver_one(route, alert) for route in self.routed(alert)), return_exceptions=True
         )
         results, redis_errors = [], []
         for outcome in outcomes:
@@ -72,26 +76,50 @@ class Dispatcher:
             raise redis_errors[0]
         return results
 
-    async def _final(self, route: Route, alert: Alert) -> Result:
+    async def deliver_one(self, route: Route, alert: Alert) -> Result:
+        """One alert to one sink until final; an undeliverable outcome is recorded."""
+        await self._refresh_depth_once()
         started = time.monotonic()
         result = await self._deliverer.deliver(route, alert)
         if result.outcome == "undeliverable":
-            await self._record(route, alert, result)
+            await self._record(route, alert, result, lambda: route.sink.render(alert))
+        self._count(route, result, started)
+        return result
+
+    async def deliver_group(self, route: Route, notification: NotificationLike) -> Result:
+        """One group notification to its sink until final; an undeliverable outcome is recorded."""
+        started = time.monotonic()
+        result = await self._deliverer.deliver_notification(route, notification)
+        if result.outcome == "undeliverable":
+            render = getattr(route.sink, "render_group", None)
+            body = (lambda: render(notification)) if render else (lambda: route.sink.render(notification.first))
+            extra = {"group_key": getattr(notification, "group_key", None), "count": getattr(notification, "count", 1)}
+            await self._record(route, notification.first, result, body, extra)
+        self._count(route, result, started)
+        return result
+
+    def _count(self, route: Route, result: Result, started: float) -> None:
         name = route.sink.name
         self._metrics.deliveries.labels(name, result.outcome).inc()
         if result.outcome != "duplicate":
             self._metrics.delivery_seconds.labels(name).observe(time.monotonic() - started)
-        return result
 
-    async def _record(self, route: Route, alert: Alert, result: Result) -> None:
+    async def _record(
+        self,
+        route: Route,
+        alert: Alert,
+        result: Result,
+        render: Callable[[], dict[str, Any]],
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         if self._undeliverable is None:
             return
         failure = Failure(result.attempts, result.status, result.error or "")
         try:
-            body = route.sink.render(alert)
+            body = render()
         except Exception as exc:  # the record matters more than its body
             body = {"render_error": type(exc).__name__}
-        record = build_record(route.sink.name, route.settings.type, alert, body, failure)
+        record = build_record(route.sink.name, route.settings.type, alert, body, failure) | (extra or {})
         await asyncio.shield(self._undeliverable.push(record))
 
     async def _refresh_depth_once(self) -> None:

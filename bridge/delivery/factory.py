@@ -1,7 +1,8 @@
-"""Builds the sinks named in settings and the dispatcher that routes to them."""
+"""Builds the sinks named in settings, the dispatcher that routes to them, and their workers."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TextIO
 
 import httpx
@@ -11,7 +12,11 @@ from bridge.delivery.deliver import Deliverer, Route
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.ledger import Ledger
 from bridge.delivery.limiter import Limiters
+from bridge.delivery.monitor import QueueMonitor
+from bridge.delivery.queue import SinkQueue
 from bridge.delivery.undeliverable import UndeliverableStore
+from bridge.delivery.worker import Delivery, Grouper, SinkWorker
+from bridge.handoff import HandOff
 from bridge.health import Health, Status
 from bridge.metrics import Metrics
 from bridge.settings import (
@@ -91,3 +96,41 @@ def build_dispatcher(
     ledger = build_ledger(settings, client)
     deliverer = Deliverer(settings.delivery, ledger, metrics, health)
     return Dispatcher(routes, deliverer, UndeliverableStore(client, metrics), metrics)
+
+
+def sink_concurrency(settings: Settings, route: Route) -> int:
+    """Paced sinks (slack, pagerduty) keep few in flight, so an urgent alert waits behind few."""
+    delivery = settings.delivery
+    return delivery.paced_sink_concurrency if route.pacer is not None else delivery.sink_concurrency
+
+
+def build_delivery(
+    settings: Settings,
+    client: redis.Redis,
+    dispatcher: Dispatcher,
+    metrics: Metrics,
+    health: Health,
+    undeliverable: UndeliverableStore,
+    groupers: Mapping[str, Grouper] | None = None,
+) -> Delivery:
+    """The hand-off, one worker per configured sink, and the queue monitor (docs/design.md, section 5b).
+
+    `groupers` maps a grouped sink's name to its Grouper; a sink without one delivers per job.
+    """
+    lease = settings.delivery.lease_s
+    queues = {r.sink.name: SinkQueue(client, r.sink.name, lease) for r in dispatcher.routes}
+    workers = {
+        r.sink.name: SinkWorker(
+            r, queues[r.sink.name], dispatcher, concurrency=sink_concurrency(settings, r), lease_s=lease,
+            grouper=(groupers or {}).get(r.sink.name), undeliverable=undeliverable,
+        )
+        for r in dispatcher.routes
+    }
+
+    def nudge(sink: str) -> None:
+        if sink in workers:
+            workers[sink].nudge()
+
+    handoff = HandOff(client, settings.redis.consumer_id, settings.sources.archive_max, queues, nudge)
+    monitor = QueueMonitor(list(queues.values()), metrics, health, settings.delivery.queue_stale_s)
+    return Delivery(list(workers.values()), handoff, monitor)

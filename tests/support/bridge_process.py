@@ -104,6 +104,15 @@ async def archived(client: Any, source: str) -> int:
 
 
 async def remaining(client: Any, source: str) -> int:
-    """Entries still in `source` or in any processing list (async client)."""
+    """Entries still in `source` or in any processing list, plus alerts handed off and not yet
+    delivered (outboxes, sink queues: docs/design.md section 5b) (async client)."""
     processing = [k async for k in client.scan_iter(match="dlq_bridge:processing:*")]
-    return int(await client.llen(source)) + sum([int(await client.llen(k)) for k in processing])
+    claimed = int(await client.llen(source)) + sum([int(await client.llen(k)) for k in processing])
+    return claimed + await undelivered(client)
+
+
+async def undelivered(client: Any) -> int:
+    """Alerts in any outbox or sink queue (ready or leased) (async client)."""
+    outboxes = [k async for k in client.scan_iter(match="dlq_bridge:outbox:*")]
+    queued = [k async for k in client.scan_iter(match="dlq_bridge:sinkq:*", _type="zset")]
+    return sum([int(await client.hlen(k)) for k in outboxes]) + sum([int(await client.zcard(k)) for k in queued])

@@ -1,0 +1,300 @@
+"""Per-sink delivery workers: each sink drains its own queue at its own pace.
+
+A `SinkWorker` takes leased items from its `SinkQueue` (most urgent, then
+oldest first) and, per item, either delivers the alert (`group_by = "none"`)
+or adds it to the sink's `Grouper`, then acks it. For a grouped sink a second
+loop claims due group notifications and delivers them. A killed replica's
+leased items come back when the lease runs out; the ledger stops a second
+send (docs/design.md, section 5b).
+
+`Delivery` runs every sink's worker, the outbox sweep and the queue monitor,
+and tells burst mode when every sink queue is empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
+
+from pydantic import ValidationError
+from redis.exceptions import RedisError
+
+from bridge.delivery.deliver import NotificationLike, Route
+from bridge.delivery.dispatcher import Dispatcher
+from bridge.delivery.monitor import QueueMonitor
+from bridge.delivery.queue import SinkQueue, Taken
+from bridge.delivery.undeliverable import UndeliverableStore
+from bridge.handoff import HandOff
+from bridge.models import Alert
+
+log = logging.getLogger(__name__)
+
+REDIS_ERRORS = (RedisError, OSError)
+IDLE_POLL_S = 0.25
+ACK_DELAY_S = 0.005
+GROUP_POLL_S = 0.5
+ERROR_PAUSE_S = 1.0
+SWEEP_EVERY_S = 5.0
+OUTBOX_GRACE_S = 10.0
+MONITOR_EVERY_S = 5.0
+
+
+class Grouper(Protocol):
+    """The grouping state a grouped sink's worker uses (`bridge.delivery.grouping`, section 5b)."""
+
+    async def add(self, alert: Alert) -> None: ...
+
+    async def claim_due(self, limit: int) -> Sequence[NotificationLike]: ...
+
+    async def notified(self, notification: NotificationLike, delivered: bool) -> None: ...
+
+
+async def pause(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> None:
+    """Wait for `wake`, `stop` or `seconds`, whichever comes first; then clear `wake`."""
+    if not stop.is_set() and not wake.is_set():
+        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
+        try:
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+    wake.clear()
+
+
+class SinkWorker:
+    """Delivers one sink's queue with bounded concurrency (see module doc)."""
+
+    def __init__(
+        self,
+        route: Route,
+        queue: SinkQueue,
+        dispatcher: Dispatcher,
+        *,
+        concurrency: int,
+        lease_s: float,
+        grouper: Grouper | None = None,
+        undeliverable: UndeliverableStore | None = None,
+    ) -> None:
+        self.route = route
+        self.queue = queue
+        self._dispatcher = dispatcher
+        self._concurrency = concurrency
+        self._lease_s = lease_s
+        self._grouper = grouper
+        self._undeliverable = undeliverable
+        self._wake = asyncio.Event()
+        self._in_flight: dict[str, asyncio.Task[None]] = {}
+        self._notifying: set[asyncio.Task[None]] = set()
+        self._to_ack: list[str] = []
+        self._acking: set[str] = set()
+        self._acker: asyncio.Task[None] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.route.sink.name
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._in_flight or self._notifying or self._to_ack or self._acking)
+
+    def nudge(self) -> None:
+        self._wake.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Until `stop`; then finish what is in flight. Cancelled: unfinished leases go back."""
+        loops = [self._take_loop(stop), self._renew_loop(stop)]
+        if self._grouper is not None:
+            loops.append(self._notify_loop(stop, self._grouper))
+        tasks = [asyncio.create_task(loop) for loop in loops]
+        try:
+            await asyncio.gather(*tasks)
+            await asyncio.gather(*self._in_flight.values(), *self._notifying, return_exceptions=True)
+        finally:
+            await self._cancel(tasks)
+
+    async def _cancel(self, loops: list[asyncio.Task[None]]) -> None:
+        unfinished = list(self._in_flight)
+        pending = [*loops, *self._in_flight.values(), *self._notifying]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        with contextlib.suppress(*REDIS_ERRORS):
+            await asyncio.shield(self._flush_acks())
+            if unfinished:
+                await asyncio.shield(self.queue.release(unfinished))
+
+    async def _take_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            free = self._concurrency - len(self._in_flight)
+            if free <= 0:
+                await pause(stop, self._wake, IDLE_POLL_S)
+                continue
+            try:
+                taken = await self.queue.take(free)
+            except REDIS_ERRORS as exc:
+                log.warning("sink %s: queue take failed (%s); retrying", self.name, type(exc).__name__)
+                await pause(stop, asyncio.Event(), ERROR_PAUSE_S)
+                continue
+            if not taken:
+                await pause(stop, self._wake, IDLE_POLL_S)
+            for item in taken:
+                self._start(item)
+
+    def _start(self, item: Taken) -> None:
+        task = asyncio.create_task(self._handle(item))
+        self._in_flight[item.id] = task
+
+        def done(_task: asyncio.Task[None]) -> None:
+            self._in_flight.pop(item.id, None)
+            self._wake.set()  # a slot is free
+
+        task.add_done_callback(done)
+
+    async def _handle(self, item: Taken) -> None:
+        try:
+            alert = Alert.model_validate_json(item.body)
+        except (ValidationError, ValueError):
+            await self._unreadable(item)
+            return
+        try:
+            if self._grouper is not None:
+                await self._grouper.add(alert)
+            else:
+                await self._dispatcher.deliver_one(self.route, alert)
+            self._ack_soon(item.id)
+        except REDIS_ERRORS as exc:  # stays leased: taken again when the lease runs out
+            log.warning("sink %s: outcome of %s not recorded (%s); it will be retried",
+                        self.name, alert.idempotency_key, type(exc).__name__)
+        except Exception:
+            log.exception("sink %s: delivery error on %s; it will be retried", self.name, alert.idempotency_key)
+
+    def _ack_soon(self, item: str) -> None:
+        """Acks of items finished within a few ms go out as one script call."""
+        self._to_ack.append(item)
+        if self._acker is None or self._acker.done():
+            self._acker = asyncio.create_task(self._ack_after(ACK_DELAY_S))
+
+    async def _ack_after(self, delay: float) -> None:
+        """Flush until nothing is left: acks added during a flush go out in the next round."""
+        while self._to_ack:
+            await asyncio.sleep(delay)
+            try:
+                await self._flush_acks()
+            except REDIS_ERRORS as exc:  # still leased: taken again after the lease; the ledger stops a resend
+                log.warning("sink %s: ack failed (%s); those items will be retried", self.name, type(exc).__name__)
+
+    async def _flush_acks(self) -> None:
+        batch, self._to_ack = self._to_ack, []
+        self._acking.update(batch)
+        try:
+            await self.queue.ack(*batch)
+        finally:
+            self._acking.difference_update(batch)
+
+    async def _unreadable(self, item: Taken) -> None:
+        """An item this version cannot read: keep it as an undeliverable record, then drop it."""
+        log.error("sink %s: unreadable queued alert %s; recorded as undeliverable", self.name, item.id)
+        record = {"sink": self.name, "error": "unreadable queued alert", "item": item.id,
+                  "body": {"raw": item.body[:10_000]}, "at": time.time()}
+        with contextlib.suppress(*REDIS_ERRORS):
+            if self._undeliverable is not None:
+                await self._undeliverable.push(record)
+            await self.queue.ack(item.id)
+
+    async def _renew_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await pause(stop, asyncio.Event(), self._lease_s / 3)
+            try:
+                await self.queue.renew([*self._in_flight, *self._to_ack, *self._acking])
+            except REDIS_ERRORS as exc:
+                log.warning("sink %s: lease renewal failed (%s)", self.name, type(exc).__name__)
+
+    async def _notify_loop(self, stop: asyncio.Event, grouper: Grouper) -> None:
+        wake = asyncio.Event()
+        while not stop.is_set():
+            free = self._concurrency - len(self._notifying)
+            due: Sequence[NotificationLike] = []
+            try:
+                due = await grouper.claim_due(free) if free > 0 else []
+            except REDIS_ERRORS as exc:
+                log.warning("sink %s: group claim failed (%s); retrying", self.name, type(exc).__name__)
+            for notification in due:
+                task = asyncio.create_task(self._notify(grouper, notification))
+                self._notifying.add(task)
+                task.add_done_callback(self._notifying.discard)
+            if not due:
+                await pause(stop, wake, GROUP_POLL_S)
+
+    async def _notify(self, grouper: Grouper, notification: NotificationLike) -> None:
+        try:
+            result = await self._dispatcher.deliver_group(self.route, notification)
+            await grouper.notified(notification, result.outcome != "undeliverable")
+        except REDIS_ERRORS as exc:  # the group's lease runs out and another claim repeats it
+            log.warning("sink %s: group outcome not recorded (%s)", self.name, type(exc).__name__)
+
+
+class Delivery:
+    """Every sink's worker, the outbox sweep and the queue monitor, run together."""
+
+    def __init__(self, workers: Sequence[SinkWorker], handoff: HandOff, monitor: QueueMonitor) -> None:
+        self.workers = {w.name: w for w in workers}
+        self.handoff = handoff
+        self.monitor = monitor
+
+    def nudge(self, sink: str) -> None:
+        worker = self.workers.get(sink)
+        if worker is not None:
+            worker.nudge()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Until `stop`, then let in-flight deliveries finish (the caller bounds the wait)."""
+        upkeep = [
+            asyncio.create_task(every(SWEEP_EVERY_S, lambda: self.handoff.sweep(OUTBOX_GRACE_S), stop)),
+            asyncio.create_task(every(MONITOR_EVERY_S, self.monitor.check, stop)),
+        ]
+        try:
+            await asyncio.gather(*(w.run(stop) for w in self.workers.values()))
+        finally:
+            with contextlib.suppress(*REDIS_ERRORS):
+                await asyncio.shield(self.handoff.flush())
+            for task in upkeep:
+                task.cancel()
+            await asyncio.gather(*upkeep, return_exceptions=True)
+
+    async def wait_idle(self, poll_s: float = 0.05) -> None:
+        """Until the outboxes are forwarded and every sink queue is empty with nothing in flight.
+
+        Redis outages are waited out (burst mode must not end with alerts still queued).
+        """
+        swept = False
+        while True:
+            try:
+                if not swept:
+                    await self.handoff.sweep(0.0)
+                    swept = True
+                if swept and not any(w.busy for w in self.workers.values()) and await self._all_empty():
+                    return
+            except REDIS_ERRORS as exc:
+                log.warning("waiting for empty sink queues: Redis unavailable (%s)", type(exc).__name__)
+                await asyncio.sleep(ERROR_PAUSE_S)
+            await asyncio.sleep(poll_s)
+
+    async def _all_empty(self) -> bool:
+        return all(s.depth == 0 for s in (await self.monitor.check()).values())
+
+
+async def every(interval: float, job: Callable[[], Awaitable[object]], stop: asyncio.Event) -> None:
+    """Run `job` every `interval` seconds until `stop`; errors are logged, the loop goes on."""
+    while not stop.is_set():
+        try:
+            await job()
+        except REDIS_ERRORS as exc:
+            log.warning("delivery upkeep: Redis unavailable (%s)", type(exc).__name__)
+        except Exception:
+            log.exception("delivery upkeep failed; it keeps running")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval)

@@ -1,0 +1,180 @@
+"""The hand-off: an entry is finished once its alert is durably in Redis for every routed sink.
+
+One Lua script on the SOURCE's slot (docs/design.md, sections 2 and 5b):
+
+    LREM processing → LPUSH + LTRIM archive → HSET outbox <id> <alert for the routed sinks>
+    → DEL the entry's claim counter (a finished entry starts again from zero)
+
+A crash before it: the entry is still claimed and is simply processed again.
+A crash after it: the alert is in the outbox. The outbox and the sink queues
+live in different slots, so the same call then forwards the item to each
+sink queue (one script per sink, `{<sink>}` slot, idempotent: the item id is
+fixed at hand-off) and drops it from the outbox. Anything left in an outbox
+(a crash or a Redis error between the steps) is forwarded again by `sweep`,
+which every replica runs; forwarding twice is harmless because the item id is
+the same and the delivery ledger stops a second send.
+
+Hot path: 2 round trips per entry (the hand-off script; one pipelined batch of
+HSET + ZADD NX per routed sink), plus the outbox HDELs of many entries in one
+batch every few ms; 1 round trip when no sink is routed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import redis.asyncio as redis
+from redis.exceptions import RedisError
+
+from bridge import keys
+from bridge.delivery.queue import SinkQueue, item_id, now_ms
+from bridge.models import Alert
+from bridge.sources.base import Claimed
+
+log = logging.getLogger(__name__)
+
+HANDOFF_LUA = """
+local removed = redis.call('LREM', KEYS[1], -1, ARGV[1])
+if removed == 0 then return 0 end
+redis.call('LPUSH', KEYS[2], ARGV[1])
+redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[2]) - 1)
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[3], ARGV[3], ARGV[4]) end
+redis.call('DEL', KEYS[4])
+return 1
+"""
+SWEEP_BATCH = 200
+FLUSH_DELAY_S = 0.005
+
+
+@dataclass(frozen=True)
+class Parcel:
+    """An outbox item: the alert, when it was handed off, and the sinks it is for."""
+
+    id: str
+    ms: int
+    sinks: list[str]
+    alert: str  # Alert JSON
+
+    def encode(self) -> str:
+        return json.dumps({"id": self.id, "ms": self.ms, "sinks": self.sinks, "alert": self.alert})
+
+    @classmethod
+    def decode(cls, raw: bytes | str) -> Parcel:
+        data = json.loads(raw)
+        return cls(str(data["id"]), int(data["ms"]), [str(s) for s in data["sinks"]], str(data["alert"]))
+
+
+class HandOff:
+    """Finishes entries by handing their alert to the sink queues (see module doc)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        consumer: str,
+        archive_max: int,
+        queues: Mapping[str, SinkQueue],
+        on_enqueued: Callable[[str], None] = lambda _sink: None,
+    ) -> None:
+        self._redis = client
+        self._consumer = consumer
+        self._archive_max = archive_max
+        self._queues = dict(queues)
+        self._on_enqueued = on_enqueued
+        self._script = client.register_script(HANDOFF_LUA)
+        self._forwarded: dict[str, list[str]] = {}
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def finish(self, claimed: Claimed, alert: Alert, routed_sinks: Sequence[str]) -> bool:
+        """Archive the entry and hand its alert off; False when it was no longer ours (reaped)."""
+        sinks = list(dict.fromkeys(routed_sinks))
+        parcel = self._parcel(alert, sinks) if sinks else None
+        source = claimed.source_key
+        outbox = keys.outbox(source)
+        claims = keys.claims(source, claimed.digest)
+        names = [keys.processing(source, self._consumer), keys.alerted(source), outbox, claims]
+        done = await self._script(
+            keys=[keys.encode(name) for name in names],  # byte-exact: a key name need not be UTF-8
+            args=[claimed.raw, self._archive_max, parcel.id if parcel else "", parcel.encode() if parcel else ""],
+        )
+        if not done or parcel is None:
+            return bool(done)
+        try:
+            await self._forward(outbox, parcel)
+        except RedisError as exc:  # the parcel waits in the outbox for `sweep`
+            log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
+        return True
+
+    @staticmethod
+    def _parcel(alert: Alert, sinks: list[str]) -> Parcel:
+        ms = now_ms()
+        ident = item_id(alert.severity, ms, alert.idempotency_key, alert.dead_letter.raw_digest)
+        return Parcel(ident, ms, sinks, alert.model_dump_json())
+
+    async def _forward(self, outbox: str, parcel: Parcel) -> None:
+        """Enqueue for every sink (one pipelined batch), then drop it from the outbox (batched)."""
+        queues = [self._queue(s) for s in parcel.sinks]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for queue in queues:
+                queue.forward(pipe, parcel.id, parcel.alert)
+            await pipe.execute()
+        for queue in queues:
+            self._on_enqueued(queue.sink)
+        self._forwarded.setdefault(outbox, []).append(parcel.id)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_soon())
+
+    async def _flush_soon(self) -> None:
+        """Until nothing is left: parcels forwarded during a flush go in the next round."""
+        while self._forwarded:
+            await asyncio.sleep(FLUSH_DELAY_S)  # gather the HDELs of concurrent hand-offs
+            try:
+                await self.flush()
+            except RedisError as exc:  # the parcels stay; a sweep forwards them again (harmless)
+                log.warning("outbox cleanup failed (%s); the sweep will repeat it", type(exc).__name__)
+
+    async def _settle(self) -> None:
+        """Wait for a cleanup under way, then clean up what is left."""
+        if self._flusher is not None and not self._flusher.done():
+            await asyncio.shield(self._flusher)
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Drop forwarded parcels from their outboxes: one HDEL per outbox."""
+        batch, self._forwarded = self._forwarded, {}
+        if batch:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for outbox, fields in batch.items():
+                    pipe.hdel(keys.encode(outbox), *fields)
+                await pipe.execute()
+
+    def _queue(self, sink: str) -> SinkQueue:
+        """The configured queue; a sink only another replica knows (a config roll-out) still gets its item."""
+        if sink not in self._queues:
+            self._queues[sink] = SinkQueue(self._redis, sink)
+        return self._queues[sink]
+
+    async def sweep(self, older_than_s: float) -> int:
+        """Forward outbox parcels older than `older_than_s` (left by a crash or an error)."""
+        await self._settle()  # our own forwarded parcels are not repeated
+        cutoff, moved = now_ms() - int(older_than_s * 1000), 0
+        async for raw_key in self._redis.scan_iter(match=keys.OUTBOX_MATCH, count=1000, _type="hash"):
+            outbox = keys.decode(raw_key)
+            async for field, value in self._redis.hscan_iter(raw_key, count=SWEEP_BATCH):
+                moved += await self._sweep_one(outbox, field, value, cutoff)
+        await self.flush()
+        return moved
+
+    async def _sweep_one(self, outbox: str, field: bytes, value: bytes, cutoff: int) -> int:
+        try:
+            parcel = Parcel.decode(value)
+        except (ValueError, KeyError, TypeError):  # never dropped: an operator can still read it
+            log.error("an outbox item of %s is unreadable; left in place", outbox)
+            return 0
+        if parcel.ms > cutoff:
+            return 0
+        await self._forward(outbox, parcel)
+        return 1
