@@ -12,7 +12,7 @@ import httpx
 import redis.asyncio as redis
 
 from bridge.delivery.dispatcher import Dispatcher
-from bridge.delivery.factory import build_delivery, build_dispatcher
+from bridge.delivery.factory import build_delivery, build_dispatcher, build_groupers
 from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.delivery.worker import Delivery
 from bridge.embedded import EmbeddedRedis
@@ -105,8 +105,8 @@ async def open_runtime(
             dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout)
             source = RedisListSource(client, settings.sources, settings.redis.consumer_id)
             undeliverable = UndeliverableStore(client, metrics)
-            # H11b's Grouper per grouped sink plugs in here (groupers={name: Grouper(...)}).
-            delivery = build_delivery(settings, client, dispatcher, metrics, health, undeliverable)
+            groupers = build_groupers(client, dispatcher, metrics)
+            delivery = build_delivery(settings, client, dispatcher, metrics, health, undeliverable, groupers)
             pipeline = Pipeline(
                 source,
                 summarizer,

@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from tenacity import RetryCallState
 
@@ -25,7 +25,7 @@ from bridge.delivery.retry import retrying
 from bridge.errors import SinkError, SinkPermanent, SinkRetryable
 from bridge.health import Health, Status
 from bridge.metrics import Metrics
-from bridge.models import Alert
+from bridge.models import Alert, Notification
 from bridge.settings import DeliverySettings, SinkSettings
 from bridge.sinks.base import Sink
 
@@ -35,18 +35,8 @@ Outcome = Literal["delivered", "duplicate", "undeliverable"]
 Send = Callable[[], Awaitable[None]]
 
 
-class NotificationLike(Protocol):
-    """What delivery needs of a group notification (`bridge.models.Notification`, docs/design.md, section 5b)."""
-
-    @property
-    def ledger_key(self) -> str: ...
-
-    @property
-    def first(self) -> Alert: ...
-
-
 class GroupSink(Protocol):
-    async def send_group(self, notification: Any) -> None: ...
+    async def send_group(self, notification: Notification) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -93,7 +83,7 @@ class Deliverer:
         return await self._reserved(ledger, Ledger.key(name, alert), name,
                                     lambda: self._attempts(route, lambda: route.sink.send(alert)))
 
-    async def deliver_notification(self, route: Route, notification: NotificationLike) -> Result:
+    async def deliver_notification(self, route: Route, notification: Notification) -> Result:
         """Like `deliver`, for a group notification: ledger key from `notification.ledger_key`."""
         name = route.sink.name
         sink: GroupSink = route.sink

@@ -23,10 +23,10 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from bridge.delivery.deliver import Deliverer, NotificationLike, Result, Route
+from bridge.delivery.deliver import Deliverer, Result, Route
 from bridge.delivery.undeliverable import Failure, UndeliverableStore, build_record
 from bridge.metrics import Metrics
-from bridge.models import Alert
+from bridge.models import Alert, Notification
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class Dispatcher:
         self._count(route, result, started)
         return result
 
-    async def deliver_group(self, route: Route, notification: NotificationLike) -> Result:
+    async def deliver_group(self, route: Route, notification: Notification) -> Result:
         """One group notification to its sink until final; an undeliverable outcome is recorded."""
         started = time.monotonic()
         result = await self._deliverer.deliver_notification(route, notification)

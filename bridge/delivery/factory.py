@@ -10,6 +10,7 @@ import redis.asyncio as redis
 
 from bridge.delivery.deliver import Deliverer, Route
 from bridge.delivery.dispatcher import Dispatcher
+from bridge.delivery.grouping import Grouper as FleetGrouper
 from bridge.delivery.ledger import Ledger
 from bridge.delivery.limiter import Limiters
 from bridge.delivery.monitor import QueueMonitor
@@ -102,6 +103,15 @@ def sink_concurrency(settings: Settings, route: Route) -> int:
     """Paced sinks (slack, pagerduty) keep few in flight, so an urgent alert waits behind few."""
     delivery = settings.delivery
     return delivery.paced_sink_concurrency if route.pacer is not None else delivery.sink_concurrency
+
+
+def build_groupers(client: redis.Redis, dispatcher: Dispatcher, metrics: Metrics) -> dict[str, Grouper]:
+    """A fleet-wide Grouper for every sink whose `group_by` is not "none" (docs/design.md, section 5b)."""
+    return {
+        r.sink.name: FleetGrouper(client, r.settings, metrics=metrics)
+        for r in dispatcher.routes
+        if r.settings.group_by != "none"
+    }
 
 
 def build_delivery(

@@ -23,13 +23,13 @@ from typing import Protocol
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from bridge.delivery.deliver import NotificationLike, Route
+from bridge.delivery.deliver import Route
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.monitor import QueueMonitor
 from bridge.delivery.queue import SinkQueue, Taken
 from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.handoff import HandOff
-from bridge.models import Alert
+from bridge.models import Alert, Notification
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +48,14 @@ class Grouper(Protocol):
 
     async def add(self, alert: Alert) -> None: ...
 
-    async def claim_due(self, limit: int) -> Sequence[NotificationLike]: ...
+    async def claim_due(self, limit: int) -> Sequence[Notification]: ...
 
-    async def notified(self, notification: NotificationLike, delivered: bool) -> None: ...
+    async def notified(self, notification: Notification, delivered: bool) -> None: ...
+
+    async def renew(self, notification: Notification) -> bool: ...
+
+    @property
+    def lease_s(self) -> float: ...
 
 
 async def pause(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> None:
@@ -217,7 +222,7 @@ class SinkWorker:
         wake = asyncio.Event()
         while not stop.is_set():
             free = self._concurrency - len(self._notifying)
-            due: Sequence[NotificationLike] = []
+            due: Sequence[Notification] = []
             try:
                 due = await grouper.claim_due(free) if free > 0 else []
             except REDIS_ERRORS as exc:
@@ -229,12 +234,25 @@ class SinkWorker:
             if not due:
                 await pause(stop, wake, GROUP_POLL_S)
 
-    async def _notify(self, grouper: Grouper, notification: NotificationLike) -> None:
+    async def _notify(self, grouper: Grouper, notification: Notification) -> None:
+        keeper = asyncio.create_task(self._keep_group(grouper, notification))
         try:
             result = await self._dispatcher.deliver_group(self.route, notification)
             await grouper.notified(notification, result.outcome != "undeliverable")
         except REDIS_ERRORS as exc:  # the group's lease runs out and another claim repeats it
             log.warning("sink %s: group outcome not recorded (%s)", self.name, type(exc).__name__)
+        finally:
+            keeper.cancel()
+
+    async def _keep_group(self, grouper: Grouper, notification: Notification) -> None:
+        """Renew the group's lease while its notification is still retrying (a slow receiver)."""
+        while True:
+            await asyncio.sleep(grouper.lease_s / 3)
+            try:
+                if not await grouper.renew(notification):
+                    return
+            except REDIS_ERRORS as exc:
+                log.warning("sink %s: group lease renewal failed (%s)", self.name, type(exc).__name__)
 
 
 class Delivery:
