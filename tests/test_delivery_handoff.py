@@ -106,7 +106,7 @@ def paced_settings(make_settings: Callable[..., Settings], slack: str, hook: str
     return make_settings(
         delivery={"base_delay_s": 0.01, "max_delay_s": 0.05, "request_timeout_s": 2.0, "paced_sink_concurrency": 1},
         sinks=[
-            {"name": "slack", "type": "slack", "url": f"{slack}/hook", "messages_per_second": 2},
+            {"name": "slack", "type": "slack", "group_by": "none", "url": f"{slack}/hook", "messages_per_second": 2},
             {"name": "api", "type": "webhook", "url": f"{hook}/in", "secret": "s"},
         ],
         **extra,

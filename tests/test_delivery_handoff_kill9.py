@@ -33,7 +33,7 @@ def config(tmp_path: Path, redis_url: str, slack_url: str, hook_url: str) -> Pat
             "sources": {"concurrency": 8, "poll_interval_s": 0.01},
             "delivery": {"base_delay_s": 0.01, "max_delay_s": 0.05, "request_timeout_s": 2.0, "lease_s": 2},
             "sinks": [
-                {"name": "slack", "type": "slack", "url": slack_url, "messages_per_second": 40},
+                {"name": "slack", "type": "slack", "group_by": "none", "url": slack_url, "messages_per_second": 40},
                 {"name": "api", "type": "webhook", "url": hook_url, "secret": "kill9-secret"},
             ],
         },

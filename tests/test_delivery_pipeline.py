@@ -24,8 +24,9 @@ async def test_pipeline_delivers_to_each_routed_sink_and_reports(
     slack, pd, hook = Receiver(), Receiver(default=Reply(202)), Receiver(default=Reply(410))
     async with serve(slack.app) as s, serve(pd.app) as p, serve(hook.app) as h:
         settings = make_settings(delivery=FAST, sinks=[
-            {"name": "slack", "type": "slack", "url": f"{s}/hook", "messages_per_second": 100},
-            {"name": "pd", "type": "pagerduty", "routing_key": "rk", "events_url": f"{p}/v2/enqueue",
+            {"name": "slack", "type": "slack", "group_by": "none", "url": f"{s}/hook", "messages_per_second": 100},
+            {"name": "pd", "type": "pagerduty", "group_by": "none", "routing_key": "rk",
+             "events_url": f"{p}/v2/enqueue",
              "min_severity": "critical"},
             {"name": "api", "type": "webhook", "url": f"{h}/in", "secret": "x", "queues": ["orders*"]},
         ])

@@ -35,10 +35,11 @@ def flapping(ok: int = 200, cycles: int = 400) -> Receiver:
 
 def sinks(slack: str, pd: str, hook: str) -> list[dict[str, Any]]:
     return [
-        {"name": "slack", "type": "slack", "url": f"{slack}/services/T/B/X", "messages_per_second": 1000},
+        {"name": "slack", "type": "slack", "group_by": "none", "url": f"{slack}/services/T/B/X",
+         "messages_per_second": 1000},
         {
             "name": "pd",
-            "type": "pagerduty",
+            "type": "pagerduty", "group_by": "none",
             "routing_key": "k" * 32,
             "events_url": f"{pd}/v2/enqueue",
             "events_per_minute": 60000,

@@ -47,13 +47,13 @@ def config(tmp_path: Path, redis_url: str, urls: dict[str, str], port: int, grac
             "sinks": [
                 {
                     "name": "slack",
-                    "type": "slack",
+                    "type": "slack", "group_by": "none",
                     "url": f"{urls['slack']}/services/T/B/X",
                     "messages_per_second": 500,
                 },
                 {
                     "name": "pd",
-                    "type": "pagerduty",
+                    "type": "pagerduty", "group_by": "none",
                     "routing_key": "k" * 32,
                     "events_url": f"{urls['pd']}/v2/enqueue",
                     "events_per_minute": 30000,

@@ -166,7 +166,7 @@ async def test_invalid_replies_fall_back(rig: Rig, reply: dict[str, Any], reason
     summary = await rig.summarize()
     assert summary.source == "fallback" and summary.fallback_reason == reason
     assert summary.title == "orders: ship_order failed after 3 attempts"
-    assert summary.likely_cause.startswith("TimeoutError: warehouse API timed out")  # the error (docs/design.md, section 4)
+    assert summary.likely_cause.startswith("TimeoutError: warehouse API timed out")  # docs/design.md, section 4
     assert summary.runbook_hint == "timeout"
 
 
