@@ -66,10 +66,11 @@ async def rig_factory(
 ) -> AsyncIterator[Callable[..., Rig]]:
     clients: list[httpx.AsyncClient] = []
 
-    def build(**openclaw: Any) -> Rig:
+    def build(runbooks: dict[str, Any] | None = None, **openclaw: Any) -> Rig:
         settings = make_settings(
             openclaw={"url": GW, "timeout_s": 1.0, **openclaw},
             environ={"OPENCLAW_GATEWAY_TOKEN": TOKEN},
+            **({"runbooks": runbooks} if runbooks else {}),
         )
         router = respx.MockRouter(assert_all_called=False)
         http = httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler))
@@ -351,3 +352,13 @@ async def test_disabled_when_no_openclaw_section(
     assert summary.source == "fallback" and summary.fallback_reason == "disabled"
     check = health.get("gateway")
     assert check is not None and check.status is Status.OK
+
+
+async def test_model_links_survive_only_under_the_configured_runbook_base(rig_factory: Callable[..., Rig]) -> None:
+    rig = rig_factory(runbooks={"base_url": "https://runbooks.acme.io"})
+    cause = "See https://runbooks.acme.io/timeout.md, not https://evil.example/fix or runbooks.acme.io.evil.com."
+    rig.route.mock(return_value=chat(json.dumps({**VALID, "likely_cause": cause})))
+    summary = await rig.summarize()
+    assert summary.source == "openclaw"
+    assert "https://runbooks.acme.io/timeout.md" in summary.likely_cause
+    assert "evil" not in summary.likely_cause

@@ -45,4 +45,5 @@ def build_summarizer(
         metrics,
         health,
         gate=FleetGate(client, oc),
+        runbook_base=settings.runbooks.base_url,
     )

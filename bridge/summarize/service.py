@@ -70,8 +70,10 @@ class OpenClawSummarizer:
         *,
         gate: FleetGate | LocalGate | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        runbook_base: str | None = None,
     ) -> None:
         self._settings = settings
+        self._runbook_base = runbook_base  # the one place links in model text may point to
         self._gateway = gateway
         self._cache = cache
         self._fallback = fallback
@@ -160,7 +162,7 @@ class OpenClawSummarizer:
             raise
         except Exception as exc:  # a transport may raise its own errors
             raise SummaryError("error", f"gateway call failed ({type(exc).__name__})") from None
-        return parse_reply(content_of(response), self._runbook_ids)
+        return parse_reply(content_of(response), self._runbook_ids, runbook_base=self._runbook_base)
 
     async def _failed(self, exc: SummaryError, admission: Admission) -> None:
         if exc.reason in QUALITY_REASONS:  # the gateway is up; only the reply was bad
