@@ -18,20 +18,11 @@ from bridge.runtime import open_runtime
 from bridge.settings import SourcesSettings
 from bridge.sources.redis_list import RedisListSource
 from bridge.sources.tracking import SourceTracker
-from tests.support.bridge_process import start_bridge, wait_healthz, write_config
+from tests.support.bridge_process import start_bridge, wait_for, wait_healthz, write_config
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import ThreadedServer
 from tests.support.receiver import Receiver
 from tests.support.redis_server import free_port
-
-
-def wait_for(predicate, timeout_s: float, interval: float = 0.05) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
 
 
 def test_every_busy_dlq_gets_a_turn_under_the_cap() -> None:

@@ -25,7 +25,7 @@ from bridge import pipeline as pipeline_module
 from bridge.app import create_app
 from bridge.models import DeadLetter
 from bridge.settings import Settings
-from tests.support.bridge_process import kill9, start_bridge, wait_healthz, write_config
+from tests.support.bridge_process import kill9, start_bridge, wait_for, wait_healthz, write_config
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import ThreadedServer
 from tests.support.receiver import Receiver
@@ -35,15 +35,6 @@ pytestmark = pytest.mark.failure
 
 POISON = json.dumps({"job_id": "poison-1", "job_name": "explode", "last_error": "boom"}).encode()
 SOURCE = "dead_letter:poison"
-
-
-def wait_for(predicate, timeout_s: float, interval: float = 0.05) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
 
 
 def digest(raw: bytes) -> str:

@@ -13,22 +13,13 @@ import redis
 
 from bridge.models import Severity
 from bridge.settings import SeveritySettings
-from tests.support.bridge_process import start_bridge, wait_healthz, write_config
+from tests.support.bridge_process import start_bridge, wait_for, wait_healthz, write_config
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import ThreadedServer
 from tests.support.receiver import Receiver, make_alert
 from tests.support.redis_server import free_port
 
 FAILURE = {"job_name": "charge_card", "attempts": 5, "last_error": "CardDeclined: issuer unavailable"}
-
-
-def wait_for(predicate, timeout_s: float, interval: float = 0.05) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
 
 
 @pytest.mark.parametrize(

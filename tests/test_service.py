@@ -16,17 +16,8 @@ import redis
 
 from bridge import keys
 from bridge.embedded import redis_server_binary
-from tests.support.bridge_process import kill9, start_bridge, wait_healthz, write_config
+from tests.support.bridge_process import kill9, start_bridge, wait_for, wait_healthz, write_config
 from tests.support.redis_server import free_port, start_private_redis
-
-
-def wait_for(predicate, timeout_s: float, interval: float = 0.05) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
 
 
 def redis_cli() -> str:

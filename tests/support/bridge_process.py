@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,13 @@ async def undelivered(client: Any) -> int:
     outboxes = [k async for k in client.scan_iter(match="dlq_bridge:outbox:*")]
     queued = [k async for k in client.scan_iter(match="dlq_bridge:sinkq:*", _type="zset")]
     return sum([int(await client.hlen(k)) for k in outboxes]) + sum([int(await client.zcard(k)) for k in queued])
+
+
+def wait_for(predicate: Callable[[], object], timeout_s: float, interval: float = 0.05) -> bool:
+    """Poll `predicate` until it is truthy or `timeout_s` has passed; whether it became truthy."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
