@@ -1,4 +1,4 @@
-"""The one shared httpx.AsyncClient, with a pluggable transport (DESIGN section 8)."""
+"""The one shared httpx.AsyncClient, with a pluggable transport (docs/design.md, section 8)."""
 
 from __future__ import annotations
 

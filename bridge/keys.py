@@ -1,4 +1,4 @@
-"""Every Redis key name the bridge uses, in one place (DESIGN section 2)."""
+"""Every Redis key name the bridge uses, in one place (docs/design.md, section 2)."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ class SummarySource(StrEnum):
 
 
 class DeadLetter(BaseModel):
-    """One dead letter, normalized and redacted (DESIGN section 3)."""
+    """One dead letter, normalized and redacted (docs/design.md, section 3)."""
 
     model_config = ConfigDict(frozen=True)
 

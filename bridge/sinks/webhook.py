@@ -1,4 +1,4 @@
-"""Webhook sink: one flat, signed JSON object per alert (DESIGN section 5).
+"""Webhook sink: one flat, signed JSON object per alert (docs/design.md, section 5).
 
 Headers: `Idempotency-Key: <queue>:<job_id>`, `X-Signature: sha256=<hex>`,
 and Standard Webhooks `webhook-id` / `webhook-timestamp` / `webhook-signature`.

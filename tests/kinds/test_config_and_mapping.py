@@ -1,4 +1,5 @@
-"""Kind configuration (DESIGN 2b tables) and the mapping of native records that real producers rarely write."""
+"""Kind configuration (docs/design.md, section 2b) and the mapping of native records that real
+producers rarely write."""
 
 from __future__ import annotations
 
