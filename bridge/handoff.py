@@ -41,7 +41,7 @@ HANDOFF_LUA = """
 local removed = redis.call('LREM', KEYS[1], -1, ARGV[1])
 if removed == 0 then return 0 end
 redis.call('LPUSH', KEYS[2], ARGV[1])
-redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[2]) - 1)
+if tonumber(ARGV[2]) > 0 then redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[2]) - 1) end
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[3], ARGV[3], ARGV[4]) end
 redis.call('DEL', KEYS[4])
 return 1
@@ -88,17 +88,23 @@ class HandOff:
         self._forwarded: dict[str, list[str]] = {}
         self._flusher: asyncio.Task[None] | None = None
 
-    async def finish(self, claimed: Claimed, alert: Alert, routed_sinks: Sequence[str]) -> bool:
-        """Archive the entry and hand its alert off; False when it was no longer ours (reaped)."""
+    async def finish(
+        self, claimed: Claimed, alert: Alert, routed_sinks: Sequence[str], *, quarantine: bool = False
+    ) -> bool:
+        """Archive the entry and hand its alert off; False when it was no longer ours (reaped).
+
+        `quarantine=True`: the entry goes, unparsed and untrimmed, to `dlq_bridge:quarantine:<ref>`
+        instead of the archive, in the same one step (docs/design.md, section 3b).
+        """
         sinks = list(dict.fromkeys(routed_sinks))
         parcel = self._parcel(alert, sinks) if sinks else None
         source = claimed.source_key
         outbox = keys.outbox(source)
-        claims = keys.claims(source, claimed.digest)
-        names = [keys.processing(source, self._consumer), keys.alerted(source), outbox, claims]
+        target, trim = (keys.quarantine(source), 0) if quarantine else (keys.alerted(source), self._archive_max)
+        names = [keys.processing(source, self._consumer), target, outbox, keys.claims(source, claimed.digest)]
         done = await self._script(
             keys=[keys.encode(name) for name in names],  # byte-exact: a key name need not be UTF-8
-            args=[claimed.raw, self._archive_max, parcel.id if parcel else "", parcel.encode() if parcel else ""],
+            args=[claimed.raw, trim, parcel.id if parcel else "", parcel.encode() if parcel else ""],
         )
         if not done or parcel is None:
             return bool(done)

@@ -277,8 +277,8 @@ class Pipeline:
     async def process(self, claimed: Claimed) -> None:
         """One entry end to end; Redis outages are waited out, the entry is kept."""
         limit = self._settings.quarantine_after
-        if claimed.claims > limit:
-            await self._quarantine(claimed, quarantine_title(claimed.claims - 1, None))
+        if claimed.claims >= limit:  # its consumer died or stalled holding it `limit` times
+            await self._quarantine(claimed, quarantine_title(claimed.claims, None))
             return
         try:
             dead_letter = await self._normalize(claimed)
@@ -311,19 +311,15 @@ class Pipeline:
             self._health.set("intake", Status.OK)
 
     async def _quarantine(self, claimed: Claimed, title: str) -> None:
-        """Static alert to the sinks first, then the atomic move: a crash in between repeats both."""
+        """A static alert, handed off like any other, with the entry moved to the quarantine list.
+
+        One atomic step, so the drain never waits on a sink for it either.
+        """
         severity = self._severity.for_queue(keys.queue_of(keys.display(claimed.source_key)))
         alert = quarantine_alert(claimed.source_key, claimed.digest, severity, title)
         log.error("quarantining an entry of %s (%s)", keys.display(claimed.source_key), title)
-        await self._dispatcher.dispatch(alert)
-        backoff = Backoff()
-        while True:
-            try:
-                await self._source.quarantine(claimed)
-                break
-            except REDIS_ERRORS as exc:
-                self._redis_down(exc)
-                await backoff.wait()
+        routed = [route.sink.name for route in self._dispatcher.routed(alert)]
+        await self._hand_off(claimed, alert, routed, quarantine=True)
         self._metrics.entries.labels("quarantined").inc()
         self.processed += 1
 
@@ -334,12 +330,12 @@ class Pipeline:
         severity = self._severity.route(dead_letter.queue, summary.severity)
         return Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url)
 
-    async def _hand_off(self, claimed: Claimed, alert: Alert, routed: list[str]) -> None:
-        """Archive the entry and queue its alert for every routed sink, in one step."""
+    async def _hand_off(self, claimed: Claimed, alert: Alert, routed: list[str], *, quarantine: bool = False) -> None:
+        """Archive (or quarantine) the entry and queue its alert for every routed sink, in one step."""
         backoff = Backoff()
         while True:
             try:
-                if not await self._handoff.finish(claimed, alert, routed):
+                if not await self._handoff.finish(claimed, alert, routed, quarantine=quarantine):
                     log.info("entry %s was reaped while in flight; it will be re-processed", claimed.source_key)
                 return
             except REDIS_ERRORS as exc:

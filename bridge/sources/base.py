@@ -18,13 +18,15 @@ class Claimed:
     """One entry taken from a DLQ into this consumer's processing list.
 
     `source_key` is byte-exact (`bridge.keys.decode`); `claims` counts how often
-    this entry was claimed without being finished, this claim included.
+    this entry came back to its DLQ because the consumer holding it died or
+    stalled (returned by recovery or the reaper; docs/design.md, section 3b).
+    Identical entries claimed side by side do not count against each other.
     """
 
     source_key: str
     raw: bytes
     claimed_at: float = field(default=0.0, compare=False)
-    claims: int = field(default=1, compare=False)
+    claims: int = field(default=0, compare=False)
 
     @property
     def digest(self) -> str:
@@ -38,10 +40,6 @@ class Source(Protocol):
 
     async def finish(self, claimed: Claimed) -> bool:
         """Atomically move the entry from processing to the archive."""
-        ...
-
-    async def quarantine(self, claimed: Claimed) -> bool:
-        """Atomically move the entry, unparsed, from processing to its quarantine list."""
         ...
 
     async def recover_own(self) -> int:

@@ -39,22 +39,10 @@ redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[2]) - 1)
 redis.call('DEL', KEYS[3])
 return 1
 """
-QUARANTINE_LUA = """
-local removed = redis.call('LREM', KEYS[1], -1, ARGV[1])
-if removed == 0 then return 0 end
-redis.call('LPUSH', KEYS[2], ARGV[1])
-redis.call('DEL', KEYS[3])
-return 1
-"""
 RELEASE_LUA = """
 local removed = redis.call('LREM', KEYS[1], -1, ARGV[1])
 if removed == 1 then redis.call('RPUSH', KEYS[2], ARGV[1]) end
 return removed
-"""
-COUNT_CLAIM_LUA = """
-local n = redis.call('INCR', KEYS[1])
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-return n
 """
 IDLE_BLOCK_SINGLE_S = 1.0
 PROBE_BATCH = 8  # cold sources tried with LMOVE per idle round, besides the one blocked on
@@ -78,9 +66,7 @@ class RedisListSource:
         self._scan_lock = asyncio.Lock()
         self._last_scan = 0.0
         self._finish = client.register_script(FINISH_LUA)
-        self._quarantine = client.register_script(QUARANTINE_LUA)
         self._release = client.register_script(RELEASE_LUA)
-        self._count_claim = client.register_script(COUNT_CLAIM_LUA)
 
     @property
     def sources(self) -> list[str]:
@@ -156,23 +142,17 @@ class RedisListSource:
         return raw
 
     async def _claimed(self, source: str, value: bytes | str) -> Claimed:
-        """Count the claim (crash between the move and the count: one claim uncounted)."""
+        """The claim, with how often the entry was returned after its consumer died (`return_entries`)."""
         raw = as_bytes(value)
         claimed_at = time.monotonic()
         self._tracker.heat(source, claimed_at)
-        key = keys.encode(keys.claims(source, entry_digest(raw)))
-        count = await self._count_claim(keys=[key], args=[CLAIMS_TTL_S])
-        return Claimed(source, raw, claimed_at, int(count))
+        returned = await self._redis.get(keys.encode(keys.claims(source, entry_digest(raw))))
+        return Claimed(source, raw, claimed_at, int(returned or 0))
 
     async def finish(self, claimed: Claimed) -> bool:
         """Archive the entry; False when it was no longer in our processing list."""
         names = self._entry_keys(claimed, keys.alerted)
         done = await self._finish(keys=names, args=[claimed.raw, self._settings.archive_max])
-        return bool(done)
-
-    async def quarantine(self, claimed: Claimed) -> bool:
-        """Move the entry, unparsed, to `dlq_bridge:quarantine:<ref>`; False when no longer ours."""
-        done = await self._quarantine(keys=self._entry_keys(claimed, keys.quarantine), args=[claimed.raw])
         return bool(done)
 
     def _entry_keys(self, claimed: Claimed, target: Callable[[str], str]) -> list[bytes]:
@@ -247,9 +227,20 @@ def as_bytes(value: bytes | str) -> bytes:
 
 
 async def return_entries(client: redis.Redis, processing_key: str, source_key: str) -> int:
-    """Move a processing list back to the right end of its DLQ, oldest claim last-out."""
+    """Move a processing list back to the right end of its DLQ, oldest claim last-out.
+
+    Each returned entry's consumer died or stalled holding it: that is counted per entry
+    (`dlq_bridge:claims:<ref>:<digest>`), and the pipeline quarantines an entry returned
+    `sources.quarantine_after` times. A crash between the move and the count leaves one
+    return uncounted, never an entry lost.
+    """
     moved = 0
     source, processing = keys.encode(source_key), keys.encode(processing_key)
-    while await client.lmove(processing, source, "LEFT", "RIGHT") is not None:  # type: ignore[arg-type]
+    while (raw := await client.lmove(processing, source, "LEFT", "RIGHT")) is not None:  # type: ignore[arg-type]
         moved += 1
+        counter = keys.encode(keys.claims(source_key, entry_digest(as_bytes(raw))))
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.incr(counter)
+            pipe.expire(counter, CLAIMS_TTL_S)
+            await pipe.execute()
     return moved
