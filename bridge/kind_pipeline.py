@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 5.0
-IDLE_PAUSE_S = 0.2
+IDLE_PAUSE_S = (0.05, 1.0)  # an empty source is polled again after this, doubling while it stays empty
 
 
 def kind_of(source_key: str) -> str:
@@ -56,14 +56,17 @@ class KindDrain:
 
     async def run(self, stop: asyncio.Event, burst: bool) -> None:
         pipeline = self._pipeline
+        idle = IDLE_PAUSE_S[0]
         while await pipeline.acquire_slot(stop):
             record = await self._claim()
             if record is None:
                 pipeline.release_slot()
                 if burst:
                     return
-                await _pause(stop, IDLE_PAUSE_S)
+                await _pause(stop, idle)  # SQS bills each receive: an idle source is asked less often
+                idle = min(idle * 2, IDLE_PAUSE_S[1])
                 continue
+            idle = IDLE_PAUSE_S[0]
             pipeline.track(asyncio.create_task(self._process_and_release(record)))
 
     async def _claim(self) -> KindRecord | None:

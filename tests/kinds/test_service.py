@@ -16,9 +16,12 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+import httpx
 import pytest
 import redis
 
+from bridge import keys
+from bridge.sources.config import KindSources
 from tests.kinds import producers
 from tests.support.bridge_process import start_bridge, wait_healthz
 from tests.support.http_server import serve
@@ -109,6 +112,7 @@ class KindService:
         self.setup_kind()
         self.hook = Receiver()
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.ports: list[int] = []
         try:
             async with serve(self.hook.app) as base:
                 self.hook_url = f"{base}/hooks"
@@ -131,6 +135,7 @@ class KindService:
             path.write_text(config_text(self.redis_url, consumer, port, self.hook_url, self.kind, self.table()))
             proc = start_bridge(["--config", str(path), "run"])
             self.procs.append(proc)
+            self.ports.append(port)
             started.append((port, proc))
         for port, proc in started:
             wait_healthz(port, proc)
@@ -148,6 +153,17 @@ class KindService:
                 raise AssertionError(f"timed out; alerts so far: {dict(got)}")
             await asyncio.sleep(0.1)
         await asyncio.sleep(SETTLE_S)
+
+    def source_name(self) -> str:
+        return KindSources.model_validate({self.kind: [self.table()]}).all()[0].source_name()
+
+    def metric_depth(self) -> float | None:
+        text = httpx.get(f"http://127.0.0.1:{self.ports[-1]}/metrics", timeout=5).text
+        series = f'dlq_bridge_dlq_depth{{source="{self.source_name()}"}} '
+        for line in text.splitlines():
+            if line.startswith(series):
+                return float(line[len(series) :])
+        return None
 
     def check_alert(self, alert: dict[str, Any]) -> None:
         assert alert["queue"] == self.expected_queue
@@ -168,6 +184,8 @@ class KindService:
         assert len({a["job_id"] for a in alerts}) == 3
         for alert in alerts:
             self.check_alert(alert)
+        await self.wait_for(lambda: self.metric_depth() == 0.0)  # /metrics: one depth series per kind source
+        assert self.sync_redis.llen(keys.alerted(self.source_name())) == 3, "the archive keeps each record"
         stop(first)
         if self.owner_held:
             assert self.dump() == before, "the job system's store is unchanged"
