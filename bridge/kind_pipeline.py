@@ -17,6 +17,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from redis.exceptions import RedisError
+
 from bridge import keys
 from bridge.intake import prepare
 from bridge.models import DeadLetter
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 5.0
+REDIS_ERRORS = (RedisError, OSError)
 IDLE_PAUSE_S = (0.05, 1.0)  # an empty source is polled again after this, doubling while it stays empty
 
 
@@ -89,12 +92,19 @@ class KindDrain:
             self._pipeline.release_slot()
 
     async def _process_until_done(self, record: KindRecord, started: float) -> None:
+        """Redis outages are waited out; any other error is recorded (like a list entry's), then acked."""
         delay = 0.1
         while True:
             try:
-                await self.process(record, started)
+                try:
+                    await self.process(record, started)
+                except REDIS_ERRORS:
+                    raise
+                except Exception as exc:
+                    log.exception("pipeline error on a record of %s; recording it", self.source.name)
+                    await self._pipeline.record_error(record.source_key, entry_digest(record.raw), exc)
                 return
-            except Exception as exc:  # not handed off yet: retried here (Redis outage, a sink's routing)
+            except REDIS_ERRORS as exc:  # not handed off yet: the record is still ours (lease, unacked)
                 log.warning("record of %s not handed off (%s); retrying", self.source.name, type(exc).__name__)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)

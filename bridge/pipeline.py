@@ -220,6 +220,18 @@ class Pipeline:
     async def alert_for(self, dead_letter: DeadLetter) -> Alert:
         return await self._alert_for(dead_letter)
 
+    async def record_error(self, source_key: str, digest: str, exc: Exception) -> None:
+        """A record that failed in the pipeline: kept in the undeliverable store (as for list entries)."""
+        record = {
+            "sink": "pipeline",
+            "error": f"pipeline error: {type(exc).__name__}",
+            "source_key": keys.display(source_key),
+            "raw_digest": digest,
+            "at": time.time(),
+        }
+        await self._undeliverable.push(record)
+        self._metrics.entries.labels("error").inc()
+
     def count(self, outcome: str, started: float) -> None:
         self._metrics.entries.labels(outcome).inc()
         self._metrics.entry_seconds.observe(time.monotonic() - started)
