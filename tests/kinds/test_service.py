@@ -32,7 +32,8 @@ pytestmark = pytest.mark.slow
 
 WAIT_S = 90.0
 SETTLE_S = 1.5  # after the last expected alert: time for a wrong repeat to show up
-LEASE_S = 5  # watched leases and the SQS visibility timeout: what a killed bridge held comes back after this
+LEASE_S = 30  # watched leases and the SQS visibility timeout: long enough for a loaded 2-core machine
+KILL9_LEASE_S = 5  # in the kill -9 test: what the killed bridge held comes back after this
 
 
 def toml_value(value: Any) -> str:
@@ -73,6 +74,7 @@ class KindService:
     expected_queue: ClassVar[str] = ""
     expected_job_name: ClassVar[str] = ""
     error_text: ClassVar[str] = ""
+    lease_s: int = LEASE_S
 
     def missing(self) -> str | None:
         return None
@@ -203,6 +205,7 @@ class KindService:
     async def test_kill9_mid_run_loses_nothing(self) -> None:
         """kill -9 after the first alert; the restarted bridge alerts the rest. A repeat is possible only
         for a send the ledger had not recorded yet, and then it carries the same Idempotency-Key."""
+        self.lease_s = KILL9_LEASE_S
         await asyncio.to_thread(self.produce, 5)
         [victim] = self.start("kind-k")
         await self.wait_for(lambda: len(self.alerts()) >= 1, settle=False)
@@ -248,7 +251,7 @@ class TestSidekiqService(KindService):
         return producers.sidekiq_missing()
 
     def table(self) -> dict[str, Any]:
-        return {"lease_s": LEASE_S}
+        return {"lease_s": self.lease_s}
 
     def produce(self, count: int) -> None:
         producers.produce_sidekiq(self.redis_url, count)
@@ -268,7 +271,7 @@ class TestBullMQService(KindService):
         return producers.bullmq_missing()
 
     def table(self) -> dict[str, Any]:
-        return {"prefix": "bull", "queues": ["invoices"], "lease_s": LEASE_S}
+        return {"prefix": "bull", "queues": ["invoices"], "lease_s": self.lease_s}
 
     def produce(self, count: int) -> None:
         producers.produce_bullmq(self.redis_url, "invoices", count, 2)
@@ -289,7 +292,7 @@ class TestRQService(KindService):
         return producers.rq_missing()
 
     def table(self) -> dict[str, Any]:
-        return {"queues": ["billing"], "lease_s": LEASE_S}
+        return {"queues": ["billing"], "lease_s": self.lease_s}
 
     def produce(self, count: int) -> None:
         producers.produce_rq(self.redis_url, "billing", count)
@@ -378,7 +381,7 @@ class TestSqsService(KindService):
         return {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
 
     def table(self) -> dict[str, Any]:
-        return {"queue_url": self.sqs.dlq_url, "endpoint_url": self.sqs.endpoint, "visibility_timeout_s": LEASE_S}
+        return {"queue_url": self.sqs.dlq_url, "endpoint_url": self.sqs.endpoint, "visibility_timeout_s": self.lease_s}
 
     def produce(self, count: int) -> None:
         self.sqs.produce(count, start=self.produced)
