@@ -46,6 +46,14 @@ if ARGV[4] ~= '' then redis.call('HSET', KEYS[3], ARGV[3], ARGV[4]) end
 redis.call('DEL', KEYS[4])
 return 1
 """
+# The hand-off of a kind record (docs/design.md, section 2b): no processing list, no claim
+# counter (a kind relies on its own lease or redelivery); archive + outbox on the `{<source name>}` slot.
+KIND_HANDOFF_LUA = """
+redis.call('LPUSH', KEYS[1], ARGV[1])
+redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], ARGV[3], ARGV[4]) end
+return 1
+"""
 SWEEP_BATCH = 200
 FLUSH_DELAY_S = 0.005
 
@@ -85,6 +93,7 @@ class HandOff:
         self._queues = dict(queues)
         self._on_enqueued = on_enqueued
         self._script = client.register_script(HANDOFF_LUA)
+        self._kind_script = client.register_script(KIND_HANDOFF_LUA)
         self._forwarded: dict[str, list[str]] = {}
         self._flusher: asyncio.Task[None] | None = None
 
@@ -113,6 +122,26 @@ class HandOff:
         except RedisError as exc:  # the parcel waits in the outbox for `sweep`
             log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
         return True
+
+    async def finish_kind(self, source_name: str, raw: bytes, alert: Alert, routed_sinks: Sequence[str]) -> None:
+        """Archive a kind record in `dlq_bridge:alerted:{<source name>}` and hand its alert off.
+
+        The caller acknowledges the record at its source (cursor, XACK, basic.ack, DeleteMessage)
+        only after this returns; a crash in between repeats the alert, which the ledger stops.
+        """
+        sinks = list(dict.fromkeys(routed_sinks))
+        parcel = self._parcel(alert, sinks) if sinks else None
+        outbox = keys.outbox(source_name)
+        await self._kind_script(
+            keys=[keys.encode(keys.alerted(source_name)), keys.encode(outbox)],
+            args=[raw, self._archive_max, parcel.id if parcel else "", parcel.encode() if parcel else ""],
+        )
+        if parcel is None:
+            return
+        try:
+            await self._forward(outbox, parcel)
+        except RedisError as exc:  # the parcel waits in the outbox for `sweep`
+            log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
 
     @staticmethod
     def _parcel(alert: Alert, sinks: list[str]) -> Parcel:

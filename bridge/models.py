@@ -55,9 +55,14 @@ class DeadLetter(BaseModel):
     parse_error: str | None = None
     fingerprint: str = ""
     reported_queue: str | None = None  # the `queue` the payload claims; shown, never routed on
+    source_kind: str | None = None  # `sidekiq`, `bullmq`, … for a kind record; None for a list entry
 
     @property
     def idempotency_key(self) -> str:
+        """`<queue>:<job_id>`; a kind record's starts with its kind, so kinds sharing a queue name
+        never collide (docs/design.md, section 2b)."""
+        if self.source_kind:
+            return f"{self.source_kind}:{self.queue}:{self.job_id}"
         return f"{self.queue}:{self.job_id}"
 
 

@@ -24,7 +24,7 @@ import functools
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from redis.exceptions import RedisError
@@ -36,12 +36,14 @@ from bridge.delivery.worker import Delivery
 from bridge.handoff import HandOff
 from bridge.health import Health, Status
 from bridge.intake import prepare
+from bridge.kind_pipeline import KindDrain
 from bridge.metrics import Metrics
 from bridge.models import Alert, DeadLetter
 from bridge.offloop import DeadlineExceeded, OffLoop
 from bridge.quarantine import quarantine_alert, quarantine_title
 from bridge.settings import SeveritySettings, SourcesSettings
 from bridge.sources.base import Claimed, Source
+from bridge.sources.kinds import KindSource
 from bridge.summarize.base import Summarizer
 
 log = logging.getLogger(__name__)
@@ -92,7 +94,9 @@ class Pipeline:
         *,
         handoff: HandOff,
         delivery: Delivery | None = None,
+        kinds: Sequence[KindSource] = (),
     ) -> None:
+        self._kinds = list(kinds)
         self._redis_target = redis_target  # masked, for the logs
         self._source = source
         self._handoff = handoff
@@ -131,7 +135,7 @@ class Pipeline:
             asyncio.create_task(self._every(self._settings.reap_interval_s, self._sweep_own, stop)),
         ]
         try:
-            await self._claim_loop(stop, burst)
+            await self._claim_all(stop, burst)
             await self.drain_in_flight()
             await self._stop_delivery(delivery, delivery_stop, burst)
         finally:
@@ -171,6 +175,67 @@ class Pipeline:
         if recovered:
             self._metrics.reaped.inc(recovered)
             log.info("returned %d entries from a previous run to their DLQs", recovered)
+
+    async def _claim_all(self, stop: asyncio.Event, burst: bool) -> None:
+        """The list claimer and one `KindDrain` per configured kind, sharing the worker slots."""
+        drains = [KindDrain(source, self).run(stop, burst) for source in self._kinds]
+        await asyncio.gather(self._claim_loop(stop, burst), *drains)
+
+    # --- what a KindDrain uses (bridge/kind_pipeline.py) -----------------------------------
+    @property
+    def settings(self) -> SourcesSettings:
+        return self._settings
+
+    @property
+    def severity(self) -> SeveritySettings:
+        return self._severity
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        return self._dispatcher
+
+    @property
+    def handoff(self) -> HandOff:
+        return self._handoff
+
+    async def acquire_slot(self, stop: asyncio.Event) -> bool:
+        return await self._acquire_slot(stop)
+
+    def release_slot(self) -> None:
+        self._slots.release()
+
+    def track(self, task: asyncio.Task[None]) -> None:
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+
+    async def run_intake(self, job: Callable[[], DeadLetter]) -> DeadLetter:
+        """Intake on a thread under `entry_deadline_s` (raises DeadlineExceeded)."""
+        offloop = self._offloop or OffLoop(1)
+        self._offloop = offloop
+        try:
+            return await offloop.run(job, self._settings.entry_deadline_s)
+        finally:
+            self._show_runaways(offloop.runaways)
+
+    async def alert_for(self, dead_letter: DeadLetter) -> Alert:
+        return await self._alert_for(dead_letter)
+
+    async def record_error(self, source_key: str, digest: str, exc: Exception) -> None:
+        """A record that failed in the pipeline: kept in the undeliverable store (as for list entries)."""
+        record = {
+            "sink": "pipeline",
+            "error": f"pipeline error: {type(exc).__name__}",
+            "source_key": keys.display(source_key),
+            "raw_digest": digest,
+            "at": time.time(),
+        }
+        await self._undeliverable.push(record)
+        self._metrics.entries.labels("error").inc()
+
+    def count(self, outcome: str, started: float) -> None:
+        self._metrics.entries.labels(outcome).inc()
+        self._metrics.entry_seconds.observe(time.monotonic() - started)
+        self.processed += 1
 
     async def _claim_loop(self, stop: asyncio.Event, burst: bool) -> None:
         backoff = Backoff()
@@ -355,13 +420,28 @@ class Pipeline:
 
     async def _rescan(self) -> None:
         await self._source.rescan()
-        self._show_depths(await self._source.depths())
+        self._show_depths({**await self._source.depths(), **await self._kind_depths()})
         self._show_waiting(self._source.waiting())
         if self._offloop is not None:
             self._show_runaways(self._offloop.runaways)  # a runaway may end while the DLQs are idle
         self._metrics.processing_depth.set(len(self._in_flight))
         # Read from Redis (it sets the gauge): other processes add and retry records too.
         await self._undeliverable.depth()
+
+    async def _kind_depths(self) -> dict[str, int]:
+        """Depth per kind source, by source name; a source that cannot answer keeps its last value."""
+        depths: dict[str, int] = {}
+        for source in self._kinds:
+            try:
+                rescan = getattr(source, "rescan", None)
+                if rescan is not None:
+                    await rescan()  # watched kinds: new BullMQ / RQ queues
+                depths[source.name] = await source.depth()
+            except Exception as exc:
+                log.warning("depth of source %s unavailable (%s)", source.name, type(exc).__name__)
+                if source.name in self._depth_labels:
+                    depths[source.name] = self._depth_labels[source.name]
+        return depths
 
     def _show_depths(self, depths: dict[str, int]) -> None:
         """One depth series per tracked DLQ; a series leaves with its DLQ (sticky window, cap)."""

@@ -23,6 +23,7 @@ from bridge.pipeline import Pipeline
 from bridge.redis_client import build_redis
 from bridge.runbooks import RunbookCatalog
 from bridge.settings import Settings
+from bridge.sources.build import Built, build_kind_sources
 from bridge.sources.redis_list import RedisListSource
 from bridge.summarize.base import Summarizer
 from bridge.summarize.factory import build_summarizer
@@ -44,6 +45,7 @@ class Runtime:
     source: RedisListSource
     pipeline: Pipeline
     delivery: Delivery
+    kinds: Built
 
 
 def redis_url(settings: Settings, stack: contextlib.ExitStack) -> str:
@@ -98,12 +100,14 @@ async def open_runtime(
         client = build_redis(url, settings.redis, max_connections=redis_pool_size(settings))
         http = build_http_client(settings.http, transport)
         metrics, health = Metrics(), Health()
+        kinds = Built([])
         try:
             summarizer = build_summarizer(
                 settings, runbooks, client, http, metrics, health, cache_writes=cache_writes
             )
             dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout)
             source = RedisListSource(client, settings.sources, settings.redis.consumer_id)
+            kinds = build_kind_sources(settings.sources.kinds(), bridge=client, consumer_id=settings.redis.consumer_id)
             undeliverable = UndeliverableStore(client, metrics)
             groupers = build_groupers(client, dispatcher, metrics)
             delivery = build_delivery(settings, client, dispatcher, metrics, health, undeliverable, groupers)
@@ -120,12 +124,15 @@ async def open_runtime(
                 redis_target=mask_redis_url(url),
                 handoff=delivery.handoff,
                 delivery=delivery,
+                kinds=kinds.sources,
             )
             yield Runtime(
-                settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline, delivery
+                settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline, delivery,
+                kinds,
             )
             await dispatcher.aclose()
             await summarizer.aclose()
         finally:
+            await kinds.close()
             await http.aclose()
             await client.aclose()

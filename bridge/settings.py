@@ -52,6 +52,16 @@ from bridge.secret_fields import (
     secret_env,
     secret_file,
 )
+from bridge.sources.config import (
+    BullMQSourceSettings,
+    KindSources,
+    RabbitMQSourceSettings,
+    RedisStreamSourceSettings,
+    RQSourceSettings,
+    SidekiqSourceSettings,
+    SqsSourceSettings,
+    duplicate_source_name,
+)
 
 __all__ = ["CONFIG_ENV", "ENV_PREFIX", "Settings", "load_settings"]
 
@@ -193,6 +203,47 @@ class SourcesSettings(_Section):
         description="Deadline of one entry's intake (normalize, redact, fingerprint), measured on a thread; "
         "past it the entry is quarantined.",
     )
+
+    sidekiq: list[SidekiqSourceSettings] = Field(
+        default_factory=list, description="`[[sources.sidekiq]]`: Sidekiq dead sets, watched (see docs/sources.md)."
+    )
+    bullmq: list[BullMQSourceSettings] = Field(
+        default_factory=list, description="`[[sources.bullmq]]`: BullMQ failed sets, watched (see docs/sources.md)."
+    )
+    rq: list[RQSourceSettings] = Field(
+        default_factory=list, description="`[[sources.rq]]`: RQ failed registries, watched (see docs/sources.md)."
+    )
+    redis_stream: list[RedisStreamSourceSettings] = Field(
+        default_factory=list,
+        description="`[[sources.redis_stream]]`: dead-letter streams, consumed (see docs/sources.md).",
+    )
+    rabbitmq: list[RabbitMQSourceSettings] = Field(
+        default_factory=list,
+        description="`[[sources.rabbitmq]]`: queues bound to a dead-letter exchange, consumed (see docs/sources.md).",
+    )
+    sqs: list[SqsSourceSettings] = Field(
+        default_factory=list, description="`[[sources.sqs]]`: SQS dead-letter queues, consumed (see docs/sources.md)."
+    )
+
+    def kinds(self) -> KindSources:
+        """The configured kind sources (names checked unique)."""
+        return KindSources(
+            sidekiq=self.sidekiq,
+            bullmq=self.bullmq,
+            rq=self.rq,
+            redis_stream=self.redis_stream,
+            rabbitmq=self.rabbitmq,
+            sqs=self.sqs,
+        )
+
+    @model_validator(mode="after")
+    def _unique_kind_names(self) -> SourcesSettings:
+        problem = duplicate_source_name(
+            [*self.sidekiq, *self.bullmq, *self.rq, *self.redis_stream, *self.rabbitmq, *self.sqs]
+        )
+        if problem:
+            raise ValueError(problem)
+        return self
 
     @model_validator(mode="after")
     def _heartbeat_outlives_interval(self) -> SourcesSettings:

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from bridge.commands import kind_sources
 from bridge.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -31,6 +32,7 @@ from bridge.commands.common import (
     render_table,
 )
 from bridge.commands.gateway_probe import check_openclaw
+from bridge.errors import ConfigError
 from bridge.runbooks import RunbookCatalog
 from bridge.settings import CONFIG_ENV, Settings, SinkSettings, unknown_env_variables
 
@@ -108,7 +110,29 @@ async def check_all(
         probes = [check_redis(settings, probe_s), check_gateway(settings, http, probe_chat=probe_chat)]
         probes += [check_sink(sink, http) for sink in settings.effective_sinks()]
         results += await asyncio.gather(*probes)
+    results += await check_kind_sources(settings, probe_s)
     return results
+
+
+async def check_kind_sources(settings: Settings, probe_s: float) -> list[Result]:
+    """One row per configured `[[sources.<kind>]]`: reachable, with its depth (docs/sources.md)."""
+    if not kind_sources.configured(settings):
+        return []
+    try:
+        async with open_redis(settings) as client:
+            found = await kind_sources.depths(settings, client, probe_s)
+    except ConfigError as exc:
+        return [Result("source", "(kinds)", FAIL, "; ".join(exc.problems))]
+    except Exception as exc:  # the bridge's Redis: already reported by its own row
+        return [Result("source", "(kinds)", FAIL, _scrub(settings, exc))]
+    rows = []
+    for ref, depth in found:
+        target = f"{ref.kind} {ref.name}"
+        if isinstance(depth, int):
+            rows.append(Result("source", target, OK, f"depth {depth}"))
+        else:
+            rows.append(Result("source", target, FAIL, f"unreachable: {depth}"))
+    return rows
 
 
 def _config_detail(settings: Settings) -> str:

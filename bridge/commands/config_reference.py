@@ -52,6 +52,19 @@ def sections() -> list[tuple[str, str, type[BaseModel]]]:
     for sink in _sink_models():
         kind = get_args(sink.model_fields["type"].annotation)[0]
         found.append((f'[[sinks]] type = "{kind}"', f"sinks.{kind}", sink))
+    return found + _kind_models()
+
+
+def _kind_models() -> list[tuple[str, str, type[BaseModel]]]:
+    """`[[sources.<kind>]]` tables: the list-of-model fields of `[sources]` (docs/sources.md)."""
+    sources = Settings.model_fields["sources"].annotation
+    assert isinstance(sources, type) and issubclass(sources, BaseModel)
+    found = []
+    for name, field in sources.model_fields.items():
+        if get_origin(field.annotation) is list:
+            model = _model_of(get_args(field.annotation)[0])
+            if model is not None:
+                found.append((f"[[sources.{name}]]", f"kinds.{name}", model))
     return found
 
 

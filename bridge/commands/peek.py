@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 import redis.asyncio as redis
 
 from bridge import keys
+from bridge.commands import kind_sources
 from bridge.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -88,12 +89,26 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
+    if args.queue is not None and (ref := kind_sources.find(settings, args.queue)) is not None:
+        print(f"peek: {ref.name} is a {ref.kind} source: browse it in the job system's own UI; "
+              f"{ref.own_ui}. `dlq-bridge check` shows its depth.")
+        return EXIT_OK
     async with open_redis(settings) as client:
         if args.queue is None:
             print_depths(await dlq_depths(client, settings.sources.match),
                          int(await client.llen(keys.UNDELIVERABLE)))
+            print_kinds(settings)
             return EXIT_OK
         return await _list(client, settings, args)
+
+
+def print_kinds(settings: Settings) -> None:
+    """The configured kind sources: their dead jobs are browsed in the job system's own UI."""
+    refs = kind_sources.configured(settings)
+    if refs:
+        print("\nother sources (their archive shows above; `dlq-bridge check` shows their depth):")
+    for ref in refs:
+        print(f"  {ref.name} ({ref.kind}): {ref.own_ui}")
 
 
 async def dlq_depths(client: redis.Redis, match: str) -> list[Depths]:

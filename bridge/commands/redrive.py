@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import redis.asyncio as redis
 
 from bridge import keys
+from bridge.commands import kind_sources
 from bridge.commands.common import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
@@ -117,6 +118,10 @@ def _explain(exc: redis.RedisError) -> str:
 async def _run(settings: Settings, args: argparse.Namespace, outcome: Outcome) -> int:
     if args.limit is not None and args.limit < 1:
         print("redrive: --limit must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    if (ref := kind_sources.find(settings, args.queue)) is not None:
+        print(f"redrive: {ref.name} is a {ref.kind} source; the bridge does not retry its jobs: "
+              f"{ref.own_ui}.", file=sys.stderr)
         return EXIT_USAGE
     async with open_redis(settings) as client:
         plan = make_plan(args, settings.sources.match)

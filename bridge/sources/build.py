@@ -7,6 +7,7 @@ always live in the bridge's own Redis.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -42,6 +43,12 @@ class Built:
             await source.close()
         for client in self.clients:
             await client.aclose()
+
+
+def _needs(module: str, package: str, owner: str) -> None:
+    """A kind whose client library is not installed is a configuration error, not a crash later."""
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError([f"source {owner}: needs the Python package {package} (pip extra `peers`)"])
 
 
 def _env(environ: Mapping[str, str], name: str, owner: str) -> str:
@@ -92,9 +99,11 @@ class _Builder:
 
     def rabbitmq(self, cfg: RabbitMQSourceSettings) -> KindSource:
         name = cfg.source_name()
+        _needs("aio_pika", "aio-pika", name)
         return RabbitMQSource(name, _env(self.environ, cfg.url_env, name), queue=cfg.queue, prefetch=cfg.prefetch)
 
     def sqs(self, cfg: SqsSourceSettings) -> KindSource:
+        _needs("boto3", "boto3", cfg.source_name())
         region = cfg.region or cfg.region_from_url() or self.environ.get("AWS_REGION")
         region = region or self.environ.get("AWS_DEFAULT_REGION")
         if not region:

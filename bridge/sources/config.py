@@ -21,7 +21,11 @@ ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 class _Kind(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str | None = Field(default=None, pattern=SOURCE_NAME_RE)
+    name: str | None = Field(
+        default=None,
+        pattern=SOURCE_NAME_RE,
+        description="Names the source in metrics, `check`, cursor and archive keys (default: kind and store); unique.",
+    )
 
     def source_name(self) -> str:
         return self.name or self.default_name()
@@ -33,14 +37,22 @@ class _Kind(BaseModel):
 class _Watched(_Kind):
     """Owner-held stores: read from their Redis, cursor kept in the bridge's Redis."""
 
-    redis_url_env: str | None = Field(default=None, pattern=ENV_NAME_RE)  # None: the bridge's Redis
-    lease_s: float = Field(default=60.0, gt=0)  # a claimed job comes back to the fleet after this
+    redis_url_env: str | None = Field(
+        default=None,
+        pattern=ENV_NAME_RE,
+        description="Environment variable holding the URL of the job system's Redis (unset: the bridge's Redis).",
+    )
+    lease_s: float = Field(
+        default=60.0, gt=0, description="A job held by a replica that stopped comes back to the fleet after this."
+    )
 
 
 class SidekiqSourceSettings(_Watched):
     """`[[sources.sidekiq]]`: the `dead` sorted set (Sidekiq Web retries)."""
 
-    namespace: str = Field(default="", pattern=r"^[A-Za-z0-9._:-]*$")
+    namespace: str = Field(
+        default="", pattern=r"^[A-Za-z0-9._:-]*$", description="redis-namespace key prefix, if the app uses one."
+    )
 
     def default_name(self) -> str:
         return f"sidekiq.{self.namespace}" if self.namespace else "sidekiq"
@@ -49,8 +61,10 @@ class SidekiqSourceSettings(_Watched):
 class BullMQSourceSettings(_Watched):
     """`[[sources.bullmq]]`: `<prefix>:<queue>:failed` + job hashes (Bull Board retries)."""
 
-    prefix: str = Field(default="bull", min_length=1)
-    queues: list[str] = Field(default_factory=list)  # empty: every queue SCAN finds
+    prefix: str = Field(default="bull", min_length=1, description="BullMQ key prefix.")
+    queues: list[str] = Field(
+        default_factory=list, description="Queues to watch; empty: every queue SCAN finds (`<prefix>:*:meta`)."
+    )
 
     def default_name(self) -> str:
         return f"bullmq.{self.prefix}".replace("{", "").replace("}", "")
@@ -59,7 +73,7 @@ class BullMQSourceSettings(_Watched):
 class RQSourceSettings(_Watched):
     """`[[sources.rq]]`: `rq:failed:<queue>` + `rq:job:<id>` (+ `rq:results:<id>`); never unpickled."""
 
-    queues: list[str] = Field(default_factory=list)  # empty: every queue in `rq:queues`
+    queues: list[str] = Field(default_factory=list, description="Queues to watch; empty: every queue in `rq:queues`.")
 
     def default_name(self) -> str:
         return "rq"
@@ -68,10 +82,16 @@ class RQSourceSettings(_Watched):
 class RedisStreamSourceSettings(_Kind):
     """`[[sources.redis_stream]]`: a consumer group; XACK after finish, XAUTOCLAIM for dead consumers."""
 
-    redis_url_env: str | None = Field(default=None, pattern=ENV_NAME_RE)
-    stream: str = Field(default="dead_letters", min_length=1)
-    group: str = Field(default="dlq-bridge", min_length=1)
-    min_idle_s: float = Field(default=60.0, gt=0)  # a consumer's pending entry idle this long is taken over
+    redis_url_env: str | None = Field(
+        default=None,
+        pattern=ENV_NAME_RE,
+        description="Environment variable holding the URL of the Redis with the stream (unset: the bridge's Redis).",
+    )
+    stream: str = Field(default="dead_letters", min_length=1, description="The dead-letter stream.")
+    group: str = Field(default="dlq-bridge", min_length=1, description="Consumer group (created if missing).")
+    min_idle_s: float = Field(
+        default=60.0, gt=0, description="A stopped consumer's pending entry idle this long is taken over (XAUTOCLAIM)."
+    )
 
     def default_name(self) -> str:
         return f"stream.{self.stream}".replace("{", "").replace("}", "")
@@ -80,9 +100,11 @@ class RedisStreamSourceSettings(_Kind):
 class RabbitMQSourceSettings(_Kind):
     """`[[sources.rabbitmq]]`: a queue bound to a dead-letter exchange; ack after finish."""
 
-    url_env: str = Field(default="RABBITMQ_URL", pattern=ENV_NAME_RE)
-    queue: str = Field(min_length=1)
-    prefetch: int = Field(default=10, ge=1, le=1000)
+    url_env: str = Field(
+        default="RABBITMQ_URL", pattern=ENV_NAME_RE, description="Environment variable holding the AMQP URL."
+    )
+    queue: str = Field(min_length=1, description="The queue bound to the dead-letter exchange.")
+    prefetch: int = Field(default=10, ge=1, le=1000, description="Unacknowledged messages held at once.")
 
     def default_name(self) -> str:
         return f"rabbitmq.{self.queue}"
@@ -91,10 +113,16 @@ class RabbitMQSourceSettings(_Kind):
 class SqsSourceSettings(_Kind):
     """`[[sources.sqs]]`: delete after finish; ApproximateReceiveCount → attempts."""
 
-    queue_url: str
-    endpoint_url: str | None = None  # local endpoints (moto, LocalStack, ElasticMQ)
-    region: str | None = None  # default: from the queue URL, else AWS_REGION / AWS_DEFAULT_REGION
-    visibility_timeout_s: int = Field(default=60, ge=1, le=43_200)
+    queue_url: str = Field(description="URL of the dead-letter queue.")
+    endpoint_url: str | None = Field(
+        default=None, description="Endpoint for local SQS (moto, LocalStack, ElasticMQ); unset: AWS."
+    )
+    region: str | None = Field(
+        default=None, description="AWS region; unset: from the queue URL, else AWS_REGION / AWS_DEFAULT_REGION."
+    )
+    visibility_timeout_s: int = Field(
+        default=60, ge=1, le=43_200, description="A received message not deleted comes back after this."
+    )
 
     @field_validator("queue_url", "endpoint_url")
     @classmethod
@@ -122,25 +150,33 @@ class KindSources(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    sidekiq: list[SidekiqSourceSettings] = Field(default_factory=list)
-    bullmq: list[BullMQSourceSettings] = Field(default_factory=list)
-    rq: list[RQSourceSettings] = Field(default_factory=list)
-    redis_stream: list[RedisStreamSourceSettings] = Field(default_factory=list)
-    rabbitmq: list[RabbitMQSourceSettings] = Field(default_factory=list)
-    sqs: list[SqsSourceSettings] = Field(default_factory=list)
+    sidekiq: list[SidekiqSourceSettings] = Field(default_factory=list, description="Sidekiq dead sets.")
+    bullmq: list[BullMQSourceSettings] = Field(default_factory=list, description="BullMQ failed sets.")
+    rq: list[RQSourceSettings] = Field(default_factory=list, description="RQ failed registries.")
+    redis_stream: list[RedisStreamSourceSettings] = Field(default_factory=list, description="Dead-letter streams.")
+    rabbitmq: list[RabbitMQSourceSettings] = Field(default_factory=list, description="RabbitMQ dead-letter queues.")
+    sqs: list[SqsSourceSettings] = Field(default_factory=list, description="SQS dead-letter queues.")
 
     def all(self) -> list[_Kind]:
         return [*self.sidekiq, *self.bullmq, *self.rq, *self.redis_stream, *self.rabbitmq, *self.sqs]
 
     @model_validator(mode="after")
     def _unique_names(self) -> KindSources:
-        seen: set[str] = set()
-        for kind in self.all():
-            name = kind.source_name()
-            if name in seen:
-                raise ValueError(f"two sources are named {name!r}: give one of them its own `name`")
-            seen.add(name)
+        problem = duplicate_source_name(self.all())
+        if problem:
+            raise ValueError(problem)
         return self
+
+
+def duplicate_source_name(kinds: list[_Kind]) -> str | None:
+    """The problem with two sources of one name, or None when every name is unique."""
+    seen: set[str] = set()
+    for kind in kinds:
+        name = kind.source_name()
+        if name in seen:
+            return f"two sources are named {name!r}: give one of them its own `name`"
+        seen.add(name)
+    return None
 
 
 def kind_sources(sources_table: dict[str, Any]) -> KindSources:

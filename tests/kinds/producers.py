@@ -278,10 +278,10 @@ class MotoSqs:
             aws_secret_access_key="test",
         )
 
-    def produce(self, count: int) -> list[str]:
+    def produce(self, count: int, start: int = 0) -> list[str]:
         """Send jobs; a worker receives each and fails (no delete) until SQS moves it to the DLQ."""
         ids = []
-        for i in range(count):
+        for i in range(start, start + count):
             body = {"job_id": f"order-{i + 1}", "job_name": "ship_order", "last_error": "KeyError: 'sku'"}
             self.client.send_message(QueueUrl=self.work_url, MessageBody=json.dumps(body))
             ids.append(f"order-{i + 1}")

@@ -1,0 +1,149 @@
+"""The claim loop of one kind source: claim → intake → summarize → hand-off → ack.
+
+Each configured kind (Sidekiq, BullMQ, RQ, Redis Streams, RabbitMQ, SQS) gets one `KindDrain`
+next to the list claimer; both share the pipeline's worker slots, so `sources.concurrency`
+bounds all in-flight work (docs/design.md, section 2b). A record is acknowledged at its source
+(the watched cursor advanced, XACK, basic.ack, DeleteMessage) only after the hand-off returned:
+its alert is then durably in the outbox. A crash between the two repeats the alert, and the
+delivery ledger stops the second send. Claim counting, quarantine lists and the reaper belong
+to the list source; a kind relies on its own lease or redelivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from redis.exceptions import RedisError
+
+from bridge import keys
+from bridge.intake import prepare
+from bridge.models import DeadLetter
+from bridge.offloop import DeadlineExceeded
+from bridge.quarantine import quarantine_alert, quarantine_title
+from bridge.settings import SourcesSettings
+from bridge.sources.base import entry_digest
+from bridge.sources.kinds import KindRecord, KindSource
+
+if TYPE_CHECKING:
+    from bridge.pipeline import Pipeline
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 5.0
+REDIS_ERRORS = (RedisError, OSError)
+IDLE_PAUSE_S = (0.05, 1.0)  # an empty source is polled again after this, doubling while it stays empty
+
+
+def kind_of(source_key: str) -> str:
+    """`sidekiq:dead` → `sidekiq`."""
+    return source_key.split(":", 1)[0]
+
+
+def kind_intake(record: KindRecord, settings: SourcesSettings) -> DeadLetter:
+    """The envelope of one kind record: route queue = the record's own queue, never the payload's."""
+    letter = prepare(record.raw, keys.display(record.source_key), settings)
+    return letter.model_copy(update={"queue": record.queue, "source_kind": kind_of(record.source_key)})
+
+
+class KindDrain:
+    """Claims from one kind source until `stop` (or, in burst mode, until it is empty)."""
+
+    def __init__(self, source: KindSource, pipeline: Pipeline) -> None:
+        self.source = source
+        self._pipeline = pipeline
+        self._delay = 0.1
+
+    async def run(self, stop: asyncio.Event, burst: bool) -> None:
+        pipeline = self._pipeline
+        idle = IDLE_PAUSE_S[0]
+        while await pipeline.acquire_slot(stop):
+            record = await self._claim()
+            if record is None:
+                pipeline.release_slot()
+                if burst:
+                    return
+                await _pause(stop, idle)  # SQS bills each receive: an idle source is asked less often
+                idle = min(idle * 2, IDLE_PAUSE_S[1])
+                continue
+            idle = IDLE_PAUSE_S[0]
+            pipeline.track(asyncio.create_task(self._process_and_release(record)))
+
+    async def _claim(self) -> KindRecord | None:
+        try:
+            record = await self.source.claim()
+        except Exception as exc:  # any client library: wait it out, never crash the service
+            log.warning("source %s unavailable (%s); retrying", self.source.name, type(exc).__name__)
+            await asyncio.sleep(self._delay)
+            self._delay = min(self._delay * 2, MAX_BACKOFF_S)
+            return None
+        self._delay = 0.1
+        return record
+
+    async def _process_and_release(self, record: KindRecord) -> None:
+        started = time.monotonic()
+        try:
+            await self._process_until_done(record, started)
+            await self._ack(record)
+        finally:
+            self._pipeline.release_slot()
+
+    async def _process_until_done(self, record: KindRecord, started: float) -> None:
+        """Redis outages are waited out; any other error is recorded (like a list entry's), then acked."""
+        delay = 0.1
+        while True:
+            try:
+                try:
+                    await self.process(record, started)
+                except REDIS_ERRORS:
+                    raise
+                except Exception as exc:
+                    log.exception("pipeline error on a record of %s; recording it", self.source.name)
+                    await self._pipeline.record_error(record.source_key, entry_digest(record.raw), exc)
+                return
+            except REDIS_ERRORS as exc:  # not handed off yet: the record is still ours (lease, unacked)
+                log.warning("record of %s not handed off (%s); retrying", self.source.name, type(exc).__name__)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_BACKOFF_S)
+
+    async def _ack(self, record: KindRecord) -> None:
+        """After the hand-off; a failed ack leaves the record to its lease or redelivery (ledger dedupes)."""
+        try:
+            if not await self.source.ack(record.receipt):
+                log.info("a record of %s was no longer ours when acknowledged", self.source.name)
+        except Exception as exc:
+            log.warning("acknowledging a record of %s failed (%s); it will come back", self.source.name,
+                        type(exc).__name__)
+
+    async def process(self, record: KindRecord, started: float) -> None:
+        """One record up to its hand-off (its acknowledgement follows in the caller)."""
+        pipeline = self._pipeline
+        try:
+            letter = await pipeline.run_intake(functools.partial(kind_intake, record, pipeline.settings))
+        except DeadlineExceeded:
+            await self._static_alert(record, started)
+            return
+        alert = await pipeline.alert_for(letter)
+        routed = [route.sink.name for route in pipeline.dispatcher.routed(alert)]
+        await pipeline.handoff.finish_kind(self.source.name, record.raw, alert, routed)
+        pipeline.count("poison" if letter.parse_error else "alerted", started)
+
+    async def _static_alert(self, record: KindRecord, started: float) -> None:
+        """Intake ran past its deadline: a static alert (the record is acknowledged; its store keeps it)."""
+        settings = self._pipeline.settings
+        title = quarantine_title(1, settings.entry_deadline_s)
+        severity = self._pipeline.severity.for_queue(record.queue)
+        alert = quarantine_alert(record.source_key, entry_digest(record.raw), severity, title)
+        log.error("an entry of %s ran past the intake deadline", self.source.name)
+        await self._pipeline.dispatcher.dispatch(alert)
+        self._pipeline.count("quarantined", started)
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    except TimeoutError:
+        return

@@ -1,0 +1,72 @@
+"""Operator commands and settings with kind sources configured: check, peek, redrive, names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+
+from bridge.errors import ConfigError
+from bridge.settings import load_settings
+from tests.support.ops import cli_sync
+
+
+def config(tmp_path: Path, redis_url: str, *tables: str) -> Path:
+    path = tmp_path / "bridge.toml"
+    head = f'[redis]\nurl = {json.dumps(redis_url)}\nconsumer_id = "ops-kinds"\n'
+    path.write_text(head + "".join(tables))
+    return path
+
+
+STREAM = '[[sources.redis_stream]]\nstream = "dead_letters"\n'
+SIDEKIQ = "[[sources.sidekiq]]\n"
+
+
+def test_two_sources_of_one_name_are_a_config_error(tmp_path: Path, redis_url: str) -> None:
+    path = config(tmp_path, redis_url, SIDEKIQ, SIDEKIQ)
+    with pytest.raises(ConfigError, match="two sources are named 'sidekiq'"):
+        load_settings(path, {})
+    named = config(tmp_path, redis_url, SIDEKIQ, '[[sources.sidekiq]]\nname = "sidekiq.eu"\n')
+    assert [s.source_name() for s in load_settings(named, {}).sources.sidekiq] == ["sidekiq", "sidekiq.eu"]
+
+
+def test_check_lists_each_kind_source_with_its_depth(
+    tmp_path: Path, redis_url: str, clean_redis: redis.Redis
+) -> None:
+    for i in range(2):
+        clean_redis.xadd("dead_letters", {"payload": json.dumps({"job_id": f"j{i}"})})
+    clean_redis.zadd("dead", {json.dumps({"jid": "a", "queue": "billing"}): 1.0})
+    done = cli_sync(config(tmp_path, redis_url, STREAM, SIDEKIQ), "check", "--json")
+    rows = {r["target"]: r for r in json.loads(done.out) if r["component"] == "source"}
+    assert rows["redis_stream stream.dead_letters"]["detail"] == "depth 2"
+    assert rows["sidekiq sidekiq"]["detail"] == "depth 1"
+    assert {r["status"] for r in rows.values()} == {"ok"}
+
+
+def test_check_fails_a_kind_source_whose_url_variable_is_not_set(tmp_path: Path, redis_url: str) -> None:
+    table = '[[sources.rabbitmq]]\nurl_env = "NO_SUCH_AMQP_URL"\nqueue = "orders.dlq"\n'
+    done = cli_sync(config(tmp_path, redis_url, table), "check", "--json")
+    rows = [r for r in json.loads(done.out) if r["component"] == "source"]
+    assert rows and rows[0]["status"] == "FAIL" and "NO_SUCH_AMQP_URL" in rows[0]["detail"]
+    assert done.code == 1
+
+
+def test_peek_points_to_the_job_systems_own_ui(tmp_path: Path, redis_url: str, clean_redis: redis.Redis) -> None:
+    path = config(tmp_path, redis_url, STREAM, SIDEKIQ)
+    listing = cli_sync(path, "peek")
+    assert "sidekiq (sidekiq): Sidekiq Web" in listing.out
+    assert "stream.dead_letters (redis_stream)" in listing.out
+    one = cli_sync(path, "peek", "sidekiq")
+    assert one.code == 0 and "own UI" in one.out and "Sidekiq Web" in one.out
+
+
+def test_redrive_on_a_kind_says_the_systems_own_ui_retries(
+    tmp_path: Path, redis_url: str, clean_redis: redis.Redis
+) -> None:
+    clean_redis.zadd("dead", {json.dumps({"jid": "a", "queue": "billing"}): 1.0})
+    done = cli_sync(config(tmp_path, redis_url, SIDEKIQ), "redrive", "sidekiq")
+    assert done.code == 2
+    assert "Sidekiq Web" in done.err and "does not retry" in done.err
+    assert clean_redis.zcard("dead") == 1
