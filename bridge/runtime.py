@@ -105,7 +105,7 @@ async def open_runtime(
             dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout)
             source = RedisListSource(client, settings.sources, settings.redis.consumer_id)
             undeliverable = UndeliverableStore(client, metrics)
-            groupers = build_groupers(client, dispatcher, metrics)
+            groupers = build_groupers(client, dispatcher, metrics, settings.delivery.lease_s)
             delivery = build_delivery(settings, client, dispatcher, metrics, health, undeliverable, groupers)
             pipeline = Pipeline(
                 source,
