@@ -212,3 +212,52 @@ async def test_a_replica_killed_9_mid_notification_leaves_the_group_to_another_r
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_critical_dead_letter_of_a_new_cause_is_not_held_behind_a_storm(
+    aredis: aioredis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    """Mid-storm, a critical dead letter of a third cause: the webhook takes it before the backlog
+    (severity first), and Slack and PagerDuty page it while that backlog is still being delivered."""
+    storm = entries("payments", 400)
+    slack, pagerduty, hook = Receiver(), Receiver(default=Reply(202)), Receiver(default=Reply(delay_s=0.1))
+    critical = json.dumps({"queue": "ledger", "job_id": "ledger-crit", "job_name": "post_batch",
+                           "last_error": "IntegrityError: duplicate key in ledger_pkey"})
+    procs: list[subprocess.Popen[bytes]] = []
+    async with serve(slack.app) as s, serve(pagerduty.app) as p, serve(hook.app) as h:
+        sinks = [
+            {"name": "slack", "type": "slack", "url": f"{s}/services/T/B/X", **grouped()},
+            {"name": "pd", "type": "pagerduty", "routing_key": "rk", "events_url": f"{p}/v2/enqueue", **grouped()},
+            {"name": "api", "type": "webhook", "url": f"{h}/hooks", "secret": "storm-secret"},
+        ]
+        for n in range(2):
+            path = config(tmp_path, redis_url, f"crit-{n}", sinks, sink_concurrency=2)
+            with path.open("a") as toml:
+                toml.write('[severity]\ndefault = "info"\n"ledger" = "critical"\n')
+            procs.append(start_bridge(["--config", str(path), "run"]))
+        try:
+            await aredis.lpush("dead_letter:payments", *storm)
+            assert await wait_for(lambda: _true(len(hook.requests) >= 20), 60, procs)
+            await aredis.lpush("dead_letter:ledger", critical)
+            # A new DLQ is found by the next SCAN (rescan_interval_s); from its hand-off on, it goes first.
+            assert await wait_for(lambda: _llen_is(aredis, keys.alerted("dead_letter:ledger"), 1), 30, procs)
+            before = len(hook.requests)
+
+            def paged(receiver: Receiver) -> bool:
+                return any(b"ledger-crit" in r.body for r in receiver.requests)
+
+            assert await wait_for(lambda: _true(paged(slack) and paged(pagerduty)), 60, procs)
+            assert await wait_for(lambda: _true(len(hook.requests) >= len(storm) + 1), 90, procs)
+        finally:
+            stop(procs)
+    order = [json.loads(r.body)["job_id"] for r in hook.requests]
+    position = order.index("ledger-crit") - before
+    assert position <= 8, f"once handed off, the critical alert waited behind {position} alerts at the webhook"
+    last_storm_job = max(r.at for r in hook.requests if b"ledger-crit" not in r.body)
+    for name, receiver in (("Slack", slack), ("PagerDuty", pagerduty)):
+        [page] = [r for r in receiver.requests if b"ledger-crit" in r.body]
+        assert page.at < last_storm_job, f"{name} paged only after the storm's backlog was delivered"
+
+
+async def _llen_is(client: aioredis.Redis, key: str, n: int) -> bool:
+    return int(await client.llen(key)) == n
