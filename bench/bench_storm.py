@@ -67,6 +67,7 @@ class Receivers:
     pagerduty: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
     pagerduty_429: int = 0
     hook: list[tuple[float, str]] = field(default_factory=list)
+    hook_keys: dict[str, set[str]] = field(default_factory=dict)
     _last_slack: float = -1e9
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -77,7 +78,11 @@ class Receivers:
             message = await receive()
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
-        status, headers = self.answer(scope["path"], b"".join(chunks), time.time())
+        body = b"".join(chunks)
+        if scope["path"].startswith("/hook"):
+            key = dict(scope["headers"]).get(b"idempotency-key", b"").decode()
+            self.hook_keys.setdefault(str(json.loads(body).get("job_id")), set()).add(key)
+        status, headers = self.answer(scope["path"], body, time.time())
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": b"ok"})
 
@@ -284,8 +289,10 @@ def report(args: argparse.Namespace, rx: Receivers, gateway: FakeGateway, marks:
     jobs = Counter(j for _, j in rx.hook)
     storm_jobs = {j for j in jobs if j != CRITICAL_JOB}
     took_hook = f"all after +{marks.webhook_all - t0:.1f} s" if marks.webhook_all else "NOT all"
+    same_key = all(len(k) == 1 for k in rx.hook_keys.values())
     print(f"  webhook: {len(storm_jobs):,} of {target:,} storm jobs ({verdict(len(storm_jobs) == target)}), "
-          f"{len(rx.hook):,} posts ({sum(n - 1 for n in jobs.values())} repeats), {took_hook}")
+          f"{len(rx.hook):,} posts ({sum(n - 1 for n in jobs.values())} repeats, each with its job's one "
+          f"Idempotency-Key: {same_key}), {took_hook}")
     print(f"  gateway calls: {gateway.calls} for {len(CAUSES)} storm causes + 1 critical cause "
           f"(target ~ one per cause: {verdict(gateway.calls <= len(CAUSES) + 1 + REPLICAS)}); "
           f"peak in flight {gateway.peak_in_flight}")
