@@ -38,7 +38,7 @@ from bridge.summarize.reply import content_of, parse_reply
 log = logging.getLogger(__name__)
 
 QUALITY_REASONS = frozenset({"schema"})  # the gateway answered: not an availability failure
-LEAD_MARGIN_S = 5.0  # a fleet-wide lead outlives the leader's longest call by this much
+LEAD_MARGIN_S = 5.0  # a follower waits at most the leader's longest call and this much
 
 
 @dataclass(frozen=True)
@@ -112,16 +112,19 @@ class OpenClawSummarizer:
         cached = await self._cache.get(dl.fingerprint)
         if cached is not None:
             return Outcome(draft=cached, cached=True)
-        hold_s = self._settings.timeout_s + self._settings.max_wait_s + LEAD_MARGIN_S
-        token = await self._cache.lead(dl.fingerprint, hold_s)
+        token = await self._cache.lead(dl.fingerprint)
         if token is None:  # another replica is asking the gateway about this cause
-            cached = await self._cache.follow(dl.fingerprint, hold_s)
+            patience = self._settings.timeout_s + self._settings.max_wait_s + LEAD_MARGIN_S
+            cached = await self._cache.follow(dl.fingerprint, patience)
             if cached is not None:
                 return Outcome(draft=cached, cached=True)
-            token = await self._cache.lead(dl.fingerprint, hold_s) or ""
+            token = await self._cache.lead(dl.fingerprint) or ""
+        keeper = asyncio.create_task(self._cache.keep(dl.fingerprint, token)) if token else None
         try:
             return await self._call(dl)
         finally:
+            if keeper is not None:
+                keeper.cancel()
             if token:
                 await self._cache.release(dl.fingerprint, token)
 
