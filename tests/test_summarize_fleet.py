@@ -211,3 +211,17 @@ async def test_a_leader_that_fell_back_lets_the_next_replica_ask_again(
                                              b.summarizer.summarize(dead_letter(job_id="b")))
     assert (first.fallback_reason, second.fallback_reason) == ("http_503", "http_503")
     assert gateway.calls == 2
+
+
+async def test_a_call_slower_than_the_lead_expiry_keeps_its_lead(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    from bridge.summarize.cache import LEAD_TTL_S
+
+    gateway = FakeGateway(latency_s=LEAD_TTL_S + 1.5)
+    async with replicas(make_settings, aredis, gateway, count=2, timeout_s=30.0) as [a, b]:
+        first = asyncio.create_task(a.summarizer.summarize(dead_letter(job_id="a")))
+        await asyncio.sleep(0.3)
+        second = await b.summarizer.summarize(dead_letter(job_id="b"))
+        await first
+    assert second.source == "cache" and gateway.calls == 1
