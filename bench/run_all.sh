@@ -1,5 +1,5 @@
 #!/usr/bin/env sh
-# Run every issue-5 benchmark in turn (about 4 minutes); figures go to stdout.
+# Run the issue-5 benchmarks and the issue-11 storm in turn (about 10 minutes: the storm watches 5 minutes); figures go to stdout.
 # Uses Redis db 13 of the local server (FLUSHED) unless DLQ_BRIDGE_BENCH_REDIS_URL is set.
 set -eu
 cd "$(dirname "$0")/.."

@@ -89,6 +89,11 @@ def summary(fingerprint: str) -> str:
     return f"{PREFIX}:summary:{fingerprint}"
 
 
+def summary_lead(fingerprint: str) -> str:
+    """Which replica is asking the gateway about `fingerprint` right now (fleet-wide single flight)."""
+    return f"{PREFIX}:summary-lead:{fingerprint}"
+
+
 def limit(receiver_ref: str) -> str:
     """The fleet-wide rate limit of one receiver; `receiver_ref` is a hash, never a secret."""
     return f"{PREFIX}:limit:{{{receiver_ref}}}"

@@ -377,7 +377,8 @@ class DeliverySettings(_Section):
     )
     lease_s: float = Field(
         default=15.0, ge=1,
-        description="Lease on a taken sink-queue item; a killed replica's items come back after it.",
+        description="Lease on a taken sink-queue item and on a claimed alert group (renewed while in "
+        "flight); a killed replica's items and groups come back after it.",
     )
     queue_stale_s: float = Field(
         default=300.0, gt=0,

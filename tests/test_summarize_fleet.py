@@ -172,3 +172,56 @@ async def test_schema_failures_never_open_the_breaker(
     assert {s.fallback_reason for s in summaries} == {"schema"}
     assert gateway.calls == 5
     assert replica.sample("dlq_bridge_gateway_circuit_open") == 0
+
+
+async def test_a_storm_of_one_cause_across_three_replicas_costs_one_gateway_call(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    """Issue 11: every replica misses the cache at once; one leads the call, the others read its answer."""
+    gateway = FakeGateway(latency_s=0.5)
+    async with replicas(make_settings, aredis, gateway, count=3) as fleet:
+        storm = [r.summarizer.summarize(dead_letter(job_id=f"{n}-{i}")) for n, r in enumerate(fleet) for i in range(4)]
+        summaries = await asyncio.gather(*storm)
+    assert gateway.calls == 1
+    assert sources(summaries) == {"openclaw": 1, "cache": 11}
+    assert await aredis.keys("dlq_bridge:summary-lead:*") == [], "the lead is released after the call"
+
+
+async def test_a_lead_left_by_a_killed_replica_only_delays_the_call_until_it_expires(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    from bridge import keys
+
+    gateway = FakeGateway()
+    letter = dead_letter()
+    await aredis.set(keys.summary_lead(letter.fingerprint), "dead-replica", px=800)  # never released
+    async with replicas(make_settings, aredis, gateway) as [replica]:
+        summary = await replica.summarizer.summarize(letter)
+    assert summary.source == "openclaw" and summary.fallback_reason is None
+    assert gateway.calls == 1
+
+
+async def test_a_leader_that_fell_back_lets_the_next_replica_ask_again(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    """No answer is shared from a failed call: the follower calls itself (and the breaker counts both)."""
+    gateway = FakeGateway(status=503, latency_s=0.3)
+    async with replicas(make_settings, aredis, gateway, count=2, breaker_failures=5) as [a, b]:
+        first, second = await asyncio.gather(a.summarizer.summarize(dead_letter(job_id="a")),
+                                             b.summarizer.summarize(dead_letter(job_id="b")))
+    assert (first.fallback_reason, second.fallback_reason) == ("http_503", "http_503")
+    assert gateway.calls == 2
+
+
+async def test_a_call_slower_than_the_lead_expiry_keeps_its_lead(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    from bridge.summarize.cache import LEAD_TTL_S
+
+    gateway = FakeGateway(latency_s=LEAD_TTL_S + 1.5)
+    async with replicas(make_settings, aredis, gateway, count=2, timeout_s=30.0) as [a, b]:
+        first = asyncio.create_task(a.summarizer.summarize(dead_letter(job_id="a")))
+        await asyncio.sleep(0.3)
+        second = await b.summarizer.summarize(dead_letter(job_id="b"))
+        await first
+    assert second.source == "cache" and gateway.calls == 1

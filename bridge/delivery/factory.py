@@ -105,10 +105,17 @@ def sink_concurrency(settings: Settings, route: Route) -> int:
     return delivery.paced_sink_concurrency if route.pacer is not None else delivery.sink_concurrency
 
 
-def build_groupers(client: redis.Redis, dispatcher: Dispatcher, metrics: Metrics) -> dict[str, Grouper]:
-    """A fleet-wide Grouper for every sink whose `group_by` is not "none" (docs/design.md, section 5b)."""
+def build_groupers(
+    client: redis.Redis, dispatcher: Dispatcher, metrics: Metrics, lease_s: float = 120.0
+) -> dict[str, Grouper]:
+    """A fleet-wide Grouper for every sink whose `group_by` is not "none" (docs/design.md, section 5b).
+
+    `lease_s` is how long a claimed group stays its claimant's: the runtime passes
+    `delivery.lease_s`, so a replica killed -9 holding a group frees it as soon
+    as it frees its sink-queue items (a live sender renews it while retrying).
+    """
     return {
-        r.sink.name: FleetGrouper(client, r.settings, metrics=metrics)
+        r.sink.name: FleetGrouper(client, r.settings, metrics=metrics, lease_s=lease_s)
         for r in dispatcher.routes
         if r.settings.group_by != "none"
     }

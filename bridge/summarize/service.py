@@ -9,7 +9,9 @@ The gate (breaker, 429 pause, calls-per-minute budget) is fleet-wide in Redis
 (bridge.summarize.gate). A gateway 429 whose Retry-After pause is at most
 `openclaw.max_wait_s` is waited out (outside the concurrency slots) and the
 call made again; since that happens inside the coalesced resolution, a storm
-of one cause still costs one call. Longer pauses, or an open circuit, fall
+of one cause still costs one call — across the fleet too: one replica leads
+each fingerprint's call and the others read its cached answer
+(bridge.summarize.cache). Longer pauses, or an open circuit, fall
 back (`http_429`, `circuit_open`). A reply that breaks the schema is a quality
 problem, not an availability one: it never counts toward the breaker.
 """
@@ -36,6 +38,7 @@ from bridge.summarize.reply import content_of, parse_reply
 log = logging.getLogger(__name__)
 
 QUALITY_REASONS = frozenset({"schema"})  # the gateway answered: not an availability failure
+LEAD_MARGIN_S = 5.0  # a follower waits at most the leader's longest call and this much
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,23 @@ class OpenClawSummarizer:
         cached = await self._cache.get(dl.fingerprint)
         if cached is not None:
             return Outcome(draft=cached, cached=True)
+        token = await self._cache.lead(dl.fingerprint)
+        if token is None:  # another replica is asking the gateway about this cause
+            patience = self._settings.timeout_s + self._settings.max_wait_s + LEAD_MARGIN_S
+            cached = await self._cache.follow(dl.fingerprint, patience)
+            if cached is not None:
+                return Outcome(draft=cached, cached=True)
+            token = await self._cache.lead(dl.fingerprint) or ""
+        keeper = asyncio.create_task(self._cache.keep(dl.fingerprint, token)) if token else None
+        try:
+            return await self._call(dl)
+        finally:
+            if keeper is not None:
+                keeper.cancel()
+            if token:
+                await self._cache.release(dl.fingerprint, token)
+
+    async def _call(self, dl: DeadLetter) -> Outcome:
         patience = self._settings.max_wait_s
         while True:
             async with self._slots:  # the gate is asked once a slot is free
