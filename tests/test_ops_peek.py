@@ -143,3 +143,39 @@ def test_peek_is_read_only_and_never_uses_keys(
     assert set(seen) <= READ_ONLY, set(seen) - READ_ONLY
     assert "KEYS" not in seen and "SCAN" in seen
     assert {k: clean_redis.dump(k) for k in clean_redis.scan_iter()} == before
+
+
+def test_peek_groups_shows_each_open_group_with_its_jobs(
+    clean_redis: redis.Redis, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every job of a storm stays findable: `peek --groups` lists the group, its size and samples."""
+    import asyncio
+
+    import redis.asyncio as aioredis
+
+    from bridge.delivery.grouping import Grouper
+    from bridge.envelope import normalize
+    from bridge.models import Alert, Severity, Summary, SummarySource
+    from bridge.settings import SlackSinkSettings
+
+    sink = {"name": "ops-slack", "type": "slack", "url": "https://hooks.example/x"}
+    config = write_config(tmp_path / "g.toml", redis_url, sinks=[sink])
+    summary = Summary(title="t", severity=Severity.ERROR, likely_cause="c", next_steps=["s"],
+                      source=SummarySource.FALLBACK)
+
+    async def storm() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        grouper = Grouper(client, SlackSinkSettings.model_validate(sink))
+        for i in range(3):
+            dl = normalize(envelope_entry(job_id=f"storm-{i}"), "dead_letter:orders")
+            await grouper.add(Alert(dead_letter=dl, summary=summary))
+        await client.aclose()
+
+    asyncio.run(storm())
+    code = main(["--config", str(config), "peek", "--groups", "--json"])
+    views = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert code == 0 and len(views) == 1
+    assert views[0]["sink"] == "ops-slack" and views[0]["count"] == 3 and views[0]["notified"] == 0
+    assert views[0]["sample_keys"] == ["orders:storm-0", "orders:storm-1", "orders:storm-2"]
+    assert main(["--config", str(config), "peek", "--groups"]) == 0
+    assert "ops-slack" in capsys.readouterr().out

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,6 +29,7 @@ from bridge.commands.common import (
     resolve_source,
     terminal_width,
 )
+from bridge.delivery.grouping import Grouper
 from bridge.envelope import normalize
 from bridge.models import DeadLetter
 from bridge.settings import Settings
@@ -37,6 +40,7 @@ EPILOG = """examples:
   dlq-bridge peek orders --limit 50 --offset 50
   dlq-bridge peek orders --archive         # entries already alerted (dlq_bridge:alerted:…)
   dlq-bridge peek dead_letter:{carts}:eu --json | jq .job_id
+  dlq-bridge peek --groups                 # open alert groups of every grouped sink, with sample jobs
 
 Entries are listed newest first (index 0 is the left end, where producers
 LPUSH); the bridge claims from the right end. Nothing is modified.
@@ -64,6 +68,7 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     add("--offset", type=_not_negative, default=0, help="skip this many (default 0)")
     add("--archive", action="store_true", help="list the archive of alerted entries")
     add("--json", action="store_true", help="one normalized envelope per line")
+    add("--groups", action="store_true", help="open alert groups of every grouped sink (docs/design.md, 5b)")
 
 
 def _positive(text: str) -> int:
@@ -94,12 +99,37 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
               f"{ref.own_ui}. `dlq-bridge check` shows its depth.")
         return EXIT_OK
     async with open_redis(settings) as client:
+        if args.groups:
+            return await print_groups(client, settings, as_json=args.json)
         if args.queue is None:
             print_depths(await dlq_depths(client, settings.sources.match),
                          int(await client.llen(keys.UNDELIVERABLE)))
             print_kinds(settings)
             return EXIT_OK
         return await _list(client, settings, args)
+
+
+async def print_groups(client: redis.Redis, settings: Settings, *, as_json: bool) -> int:
+    """Every open group of every grouped sink: jobs in all, jobs notified, first/last seen, samples."""
+    views = []
+    for sink in settings.effective_sinks():
+        if sink.group_by != "none":
+            views.extend(await Grouper(client, sink).views())
+    if as_json:
+        for view in views:
+            print(json.dumps(dataclasses.asdict(view)))
+        return EXIT_OK
+    if not views:
+        print("no open alert groups")
+        return EXIT_OK
+    rows = [[v.sink, v.group_key, str(v.count), str(v.notified), _when(v.first_seen), _when(v.last_seen),
+             one_line(", ".join(v.sample_keys), 60)] for v in views]
+    print(render_table(["sink", "group", "jobs", "notified", "first seen", "last seen", "sample jobs"], rows))
+    return EXIT_OK
+
+
+def _when(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, tz=UTC).strftime("%Y-%m-%d %H:%M:%S") if epoch_s else "-"
 
 
 def print_kinds(settings: Settings) -> None:

@@ -51,6 +51,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -196,6 +197,19 @@ def notification_kind(sequence: int, count: int, notified: int) -> NotificationK
     return "digest" if count > notified else "repeat"
 
 
+@dataclass(frozen=True)
+class GroupView:
+    """What an operator sees of one open group: its size, how much was notified, sample jobs."""
+
+    sink: str
+    group_key: str
+    count: int
+    notified: int
+    first_seen: float
+    last_seen: float
+    sample_keys: list[str]
+
+
 class Grouper:
     """One sink's groups: `add` jobs, `claim_due` notifications, report them `notified`."""
 
@@ -327,6 +341,18 @@ class Grouper:
         """
         raw = await self._client.zrange(keys.group_jobs(self.sink, group, previous), start, stop)
         return [m.decode() if isinstance(m, bytes) else str(m) for m in raw]
+
+    async def views(self, limit: int = 50, samples: int = 10) -> list[GroupView]:
+        """Read-only snapshots of up to `limit` open groups, soonest due first (for `peek --groups`)."""
+        views = []
+        for raw in await self._client.zrange(keys.groups_due(self.sink), 0, limit - 1):
+            group = _text(raw)
+            fields = ("count", "notified", "first_seen", "last_seen")
+            count, notified, first, last = await self._client.hmget(keys.group(self.sink, group), fields)
+            members = await self.members(group, 0, samples - 1)
+            views.append(GroupView(self.sink, group, int(count or 0), int(notified or 0),
+                                   float(first or 0), float(last or 0), members))
+        return views
 
     async def _update_gauge(self) -> None:
         assert self._metrics is not None
