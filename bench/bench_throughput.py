@@ -14,7 +14,14 @@ webhook receiver) run in their own process (`bench/peers.py`).
 
     python -m bench.bench_throughput [--entries 20000] [--baseline-entries 5000] [--httpx-entries 5000]
     python -m bench.bench_throughput --gateway-latency 0.02 --entries 5000 --baseline-entries 300
-    python -m bench.bench_throughput --transports "" --processes 2   # two service processes
+    python -m bench.bench_throughput --transports "" --processes 1,2   # one, then two service processes
+    python -m bench.bench_throughput --entries 4000 --baseline-entries 1500 --transports aiohttp --runs 3
+
+Each bridge row is the median of `--runs` drains on fresh entries: CPU ms per entry (this
+process, intake threads included), entries/s, Redis commands per entry (`INFO commandstats`
+delta; a script's own commands are listed beside its EVALSHA), round trips per entry (this
+process's redis.asyncio writes: one per command or pipeline batch) and asyncio tasks per
+entry (a task factory counter). `--detail` lists the commands and tasks.
 
 Redis: $DLQ_BRIDGE_BENCH_REDIS_URL (a database it may flush), else a private server of its own.
 """
@@ -27,6 +34,7 @@ import hmac
 import json
 import os
 import signal
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +53,7 @@ from bench.common import (
     service_config,
 )
 from bench.peers import PeersProcess, free_port
+from bench.probe import RoundTrips, TaskCounter, commandstats
 from bridge.summarize.prompt import default_prompt_dir
 from tests.support.bridge_process import start_bridge, wait_healthz
 
@@ -59,22 +68,50 @@ def push(url: str, queue: str, n: int) -> str:
     return source
 
 
-def drain_bridge(url: str, peers: PeersProcess, transport: str, args: argparse.Namespace) -> tuple[float, float]:
+async def counted_drain(settings: Any, tasks: TaskCounter) -> float:
+    tasks.install()
+    return await drain(settings)
+
+
+def drain_bridge(
+    url: str, peers: PeersProcess, transport: str, args: argparse.Namespace, tasks: TaskCounter
+) -> tuple[float, float]:
     """Wall seconds and CPU seconds of this (the bridge's) process for one drain."""
     toml = peers_toml(peers.url, transport=transport, max_concurrency=args.gateway_concurrency)
     settings = bench_settings(url, toml, concurrency=args.concurrency)
     cpu = time.process_time()
-    seconds = run(drain(settings))
+    seconds = run(counted_drain(settings, tasks))
     return seconds, time.process_time() - cpu
 
 
-def bench_bridge(url: str, peers: PeersProcess, transport: str, args: argparse.Namespace) -> dict[str, Any]:
-    n = args.entries if transport == "aiohttp" else args.httpx_entries
+def one_drain(url: str, peers: PeersProcess, transport: str, args: argparse.Namespace, n: int) -> dict[str, Any]:
     push(url, f"tp-{transport}", n)
     peers.reset()
-    seconds, cpu = drain_bridge(url, peers, transport, args)
+    before = commandstats(url)
+    trips, tasks = RoundTrips(), TaskCounter()
+    with trips.installed():
+        seconds, cpu = drain_bridge(url, peers, transport, args, tasks)
+    commands = commandstats(url) - before
+    commands["info"] -= 1  # our own INFO
     stats = peers.stats()
-    return {"name": f"bridge, transport {transport}", "n": n, "seconds": seconds, "cpu": cpu, **stats}
+    return {"n": n, "seconds": seconds, "cpu": cpu, "round_trips": trips.count, "tasks": tasks.count,
+            "task_names": tasks.by_name, "commands": +commands, **stats}
+
+
+def bench_bridge(url: str, peers: PeersProcess, transport: str, args: argparse.Namespace) -> dict[str, Any]:
+    """`args.runs` drains on fresh entries; the median of each figure."""
+    n = args.entries if transport == "aiohttp" else args.httpx_entries
+    runs = [one_drain(url, peers, transport, args, n) for _ in range(args.runs)]
+    middle = sorted(runs, key=lambda r: r["cpu"])[len(runs) // 2]
+    return {
+        **middle,
+        "name": f"bridge, transport {transport}",
+        "seconds": statistics.median(r["seconds"] for r in runs),
+        "cpu": statistics.median(r["cpu"] for r in runs),
+        "round_trips": statistics.median(r["round_trips"] for r in runs),
+        "tasks": statistics.median(r["tasks"] for r in runs),
+        "runs": [(r["n"] / r["seconds"], r["cpu"] / r["n"] * 1000) for r in runs],
+    }
 
 
 def cpu_seconds(pid: int) -> float:
@@ -82,13 +119,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def bench_services(url: str, peers: PeersProcess, args: argparse.Namespace) -> dict[str, Any]:
-    """The bridge as `args.processes` services (`python -m bridge run`, one consumer id each)."""
+def bench_services(url: str, peers: PeersProcess, args: argparse.Namespace, processes: int) -> dict[str, Any]:
+    """The bridge as `processes` services (`python -m bridge run`, one consumer id each)."""
     source = push(url, "tp-services", 1)  # the DLQ exists before they start
     toml = peers_toml(peers.url, max_concurrency=args.gateway_concurrency)
     procs = []
     try:
-        for i in range(args.processes):
+        for i in range(processes):
             port = free_port()
             config = service_config(url, port, f"bench-{i}", toml)
             procs.append(start_bridge(["--config", str(config), "run"]))
@@ -107,7 +144,7 @@ def bench_services(url: str, peers: PeersProcess, args: argparse.Namespace) -> d
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
-    name = f"{args.processes} x `python -m bridge run`, aiohttp"
+    name = f"{processes} x `python -m bridge run`, aiohttp"
     return {"name": name, "n": stats["webhook_posts"], "seconds": stats["last_post"] - started, "cpu": cpu, **stats}
 
 
@@ -160,7 +197,7 @@ def bench_baseline(url: str, peers: PeersProcess, n: int) -> dict[str, Any]:
             **peers.stats()}
 
 
-def report(results: list[dict[str, Any]]) -> None:
+def report(results: list[dict[str, Any]], detail: bool = False) -> None:
     base = next(r for r in results if r["name"].startswith("baseline"))
     base_rate = base["n"] / base["seconds"]
     for r in results:
@@ -169,6 +206,22 @@ def report(results: list[dict[str, Any]]) -> None:
         print(f"  {r['name']:<38} {r['n']:>6} entries in {r['seconds']:6.2f} s = {rate:6,.0f} entries/s "
               f"({rate / base_rate:3.1f}x baseline), {r['cpu'] / r['n'] * 1000:.2f} ms CPU/entry; "
               f"gateway calls {r['gateway_calls']}, webhook posts {r['webhook_posts']} [{sources}]")
+        if "commands" in r:
+            report_probes(r, detail)
+
+
+def report_probes(r: dict[str, Any], detail: bool) -> None:
+    n = r["n"]
+    runs = ", ".join(f"{rate:,.0f}/s {ms:.2f} ms" for rate, ms in r["runs"])
+    print(f"    runs: {runs}")
+    print(f"    Redis round trips/entry {r['round_trips'] / n:.2f}, commands/entry "
+          f"{sum(r['commands'].values()) / n:.2f} (INFO commandstats, script bodies included), "
+          f"asyncio tasks/entry {r['tasks'] / n:.2f}")
+    if detail:
+        listed = ", ".join(f"{k} {v / n:.2f}" for k, v in r["commands"].most_common() if v / n >= 0.01)
+        print(f"    commands/entry: {listed}")
+        named = ", ".join(f"{k} {v / n:.2f}" for k, v in r["task_names"].most_common() if v / n >= 0.01)
+        print(f"    tasks/entry: {named}")
 
 
 def main() -> None:
@@ -180,8 +233,11 @@ def main() -> None:
     parser.add_argument("--gateway-concurrency", type=int, default=32, help="openclaw.max_concurrency")
     parser.add_argument("--transports", default="aiohttp,httpx")
     parser.add_argument("--gateway-latency", type=float, default=0.0, help="seconds per gateway call (0: instant)")
-    parser.add_argument("--processes", type=int, default=0,
-                        help="also run the bridge as N service processes (N consumer ids), from LPUSH to last receipt")
+    parser.add_argument("--processes", default="",
+                        help="also run the bridge as N service processes (N consumer ids), from LPUSH to last "
+                             "receipt; a list (1,2) runs each")
+    parser.add_argument("--runs", type=int, default=3, help="in-process drains per transport (median shown)")
+    parser.add_argument("--detail", action="store_true", help="list Redis commands and tasks per entry")
     args = parser.parse_args()
     url, server = bench_redis_url(BENCH_DB)
     results = []
@@ -191,8 +247,8 @@ def main() -> None:
             results.append(bench_baseline(url, peers, args.baseline_entries))
             for transport in filter(None, args.transports.split(",")):
                 results.append(bench_bridge(url, peers, transport, args))
-            if args.processes:
-                results.append(bench_services(url, peers, args))
+            for processes in filter(None, args.processes.split(",")):
+                results.append(bench_services(url, peers, args, int(processes)))
     finally:
         redis.Redis.from_url(url).flushdb()
         if server:
@@ -201,7 +257,10 @@ def main() -> None:
     gateway = f"gateway latency {args.gateway_latency * 1000:g} ms" if args.gateway_latency else "instant gateway"
     print(f"throughput: distinct failures, local peers ({gateway}, webhook receiver), sources.concurrency "
           f"{args.concurrency}, openclaw.max_concurrency {args.gateway_concurrency}")
-    report(results)
+    report(results, args.detail)
+    services = {r["name"].split(" ")[0]: r["n"] / r["seconds"] for r in results if "bridge run" in r["name"]}
+    if "1" in services and "2" in services:
+        print(f"  2 processes / 1 process: {services['2'] / services['1']:.2f}x")
 
 
 if __name__ == "__main__":
