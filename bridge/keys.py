@@ -86,12 +86,13 @@ def delivered(sink: str, idempotency_key: str, digest: str) -> str:
 
 
 def summary(fingerprint: str) -> str:
-    return f"{PREFIX}:summary:{fingerprint}"
+    """The cached summary of a cause; `{<fingerprint>}`: the slot of its lead (one script reads both)."""
+    return f"{PREFIX}:summary:{{{fingerprint}}}"
 
 
 def summary_lead(fingerprint: str) -> str:
     """Which replica is asking the gateway about `fingerprint` right now (fleet-wide single flight)."""
-    return f"{PREFIX}:summary-lead:{fingerprint}"
+    return f"{PREFIX}:summary-lead:{{{fingerprint}}}"
 
 
 def limit(receiver_ref: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import redis.asyncio as redis
 
+from bridge.redis_conn import taskless_writes
 from bridge.settings import RedisSettings
 
 
@@ -22,5 +23,6 @@ def build_redis(url: str, settings: RedisSettings, max_connections: int = 256) -
         socket_timeout=settings.socket_timeout_s,
         socket_connect_timeout=min(2.0, settings.socket_timeout_s),
         health_check_interval=15,
+        **taskless_writes(url),
     )
     return redis.Redis(connection_pool=pool)

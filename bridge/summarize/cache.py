@@ -8,11 +8,17 @@ while its call runs); the others
 poll the cache while that lead lives, and call the gateway themselves only
 if it ends without an answer (the leader fell back, or was killed -9).
 The cache is an optimisation: a Redis error is a miss, never a failure.
+
+Hot path, one round trip each side of the gateway call: `begin` reads the cache
+and, on a miss, takes the lead in one script; `end` writes the answer and drops
+the lead in one script. Both keys carry the `{<fingerprint>}` tag, so each script
+touches one cluster slot.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
@@ -43,6 +49,19 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+# KEYS: summary, lead. ARGV: token, lead ms. {1, draft} on a hit; {0, 1} lead taken; {0, 0} another leads.
+_BEGIN = """
+local cached = redis.call('GET', KEYS[1])
+if cached then return {1, cached} end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0, 1} end
+return {0, 0}
+"""
+# KEYS: summary, lead. ARGV: token, draft ('' for none), ttl s.
+_END = """
+if ARGV[2] ~= '' then redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3]) end
+if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+return 1
+"""
 
 
 class SummaryCache:
@@ -55,6 +74,10 @@ class SummaryCache:
         self._ttl_s = ttl_s
         self._runbook_ids = runbook_ids
         self._writes = writes  # False: read-only (a dry run leaves no trace)
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+        self._begin = client.register_script(_BEGIN)
+        self._end = client.register_script(_END)
 
     @property
     def enabled(self) -> bool:
@@ -87,6 +110,35 @@ class SummaryCache:
         except _CACHE_ERRORS as exc:
             log.warning("summary cache write failed (%s); continuing", type(exc).__name__)
 
+
+    async def begin(self, fingerprint: str, hold_s: float = LEAD_TTL_S) -> tuple[SummaryDraft | None, str | None]:
+        """`get`, then `lead` on a miss, in one round trip: (cached draft, None) or (None, lead token or None)."""
+        if not self.enabled or not self._writes or not fingerprint:
+            return await self.get(fingerprint), await self.lead(fingerprint, hold_s)
+        token = secrets.token_hex(8)
+        names = [keys.summary(fingerprint), keys.summary_lead(fingerprint)]
+        try:
+            async with asyncio.timeout(CACHE_TIMEOUT_S):
+                hit, value = await self._begin(keys=names, args=[token, max(1, int(hold_s * 1000))])
+        except _CACHE_ERRORS as exc:
+            log.warning("summary cache read failed (%s); treating as a miss, asking the gateway", type(exc).__name__)
+            return None, token
+        if int(hit):
+            draft = self._decode(value)
+            return (draft, None) if draft is not None else (None, await self.lead(fingerprint, hold_s))
+        return None, token if int(value) else None
+
+    async def end(self, fingerprint: str, token: str, draft: SummaryDraft | None) -> None:
+        """`put` the answer (if any) and `release` the lead, in one round trip."""
+        if not self.enabled or not self._writes or not fingerprint:
+            return
+        value = draft.model_dump_json() if draft is not None else ""
+        try:
+            async with asyncio.timeout(CACHE_TIMEOUT_S):
+                await self._end(keys=[keys.summary(fingerprint), keys.summary_lead(fingerprint)],
+                                args=[token, value, self._ttl_s])
+        except _CACHE_ERRORS as exc:
+            log.warning("summary cache write failed (%s); continuing (the lead expires)", type(exc).__name__)
 
     async def lead(self, fingerprint: str, hold_s: float = LEAD_TTL_S) -> str | None:
         """A token when this replica should ask the gateway; None while another replica is asking.
@@ -123,19 +175,18 @@ class SummaryCache:
                 return None
         return None
 
-    async def keep(self, fingerprint: str, token: str, hold_s: float = LEAD_TTL_S) -> None:
-        """Renew this replica's lead every third of `hold_s` until cancelled (while the call runs)."""
+    def keep(self, fingerprint: str, token: str, hold_s: float = LEAD_TTL_S) -> LeadKeeper:
+        """Renew this replica's lead every third of `hold_s` while its call runs; `stop()` it after."""
+        return LeadKeeper(self, fingerprint, token, hold_s)
+
+    async def renew(self, fingerprint: str, token: str, hold_s: float = LEAD_TTL_S) -> None:
         if not self.enabled or not self._writes or not fingerprint:
             return
-        while True:
-            await asyncio.sleep(hold_s / 3)
-            try:
-                async with asyncio.timeout(CACHE_TIMEOUT_S):
-                    await self._client.eval(
-                        _RENEW, 1, keys.summary_lead(fingerprint), token, max(1, int(hold_s * 1000))
-                    )
-            except _CACHE_ERRORS as exc:
-                log.warning("summary lead renewal failed (%s)", type(exc).__name__)
+        try:
+            async with asyncio.timeout(CACHE_TIMEOUT_S):
+                await self._renew(keys=[keys.summary_lead(fingerprint)], args=[token, max(1, int(hold_s * 1000))])
+        except _CACHE_ERRORS as exc:
+            log.warning("summary lead renewal failed (%s)", type(exc).__name__)
 
     async def release(self, fingerprint: str, token: str) -> None:
         """End this replica's lead (only its own: a lead that expired may be another's by now)."""
@@ -143,16 +194,41 @@ class SummaryCache:
             return
         try:
             async with asyncio.timeout(CACHE_TIMEOUT_S):
-                await self._client.eval(_RELEASE, 1, keys.summary_lead(fingerprint), token)
+                await self._release(keys=[keys.summary_lead(fingerprint)], args=[token])
         except _CACHE_ERRORS as exc:
             log.warning("summary lead release failed (%s); it expires", type(exc).__name__)
 
 
+class LeadKeeper:
+    """Renews a lead on a timer: no task at all for a call shorter than a third of the lead."""
+
+    def __init__(self, cache: SummaryCache, fingerprint: str, token: str, hold_s: float) -> None:
+        self._cache, self._fingerprint, self._token, self._hold_s = cache, fingerprint, token, hold_s
+        self._renewing: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(hold_s / 3, self._due)
+
+    def _due(self) -> None:
+        if self._renewing is None or self._renewing.done():
+            self._renewing = asyncio.ensure_future(self._cache.renew(self._fingerprint, self._token, self._hold_s))
+        self._timer = asyncio.get_running_loop().call_later(self._hold_s / 3, self._due)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._renewing is not None:
+            self._renewing.cancel()
+
+
+class LeaderGone(Exception):
+    """The caller that led a coalesced call was cancelled: a follower makes the call itself."""
+
+
 class Coalescer(Generic[T]):
-    """Concurrent calls with one key share one in-flight task."""
+    """Concurrent calls with one key share one call, made inline by the first caller (no task)."""
 
     def __init__(self) -> None:
-        self._in_flight: dict[str, asyncio.Task[T]] = {}
+        self._in_flight: dict[str, asyncio.Future[T]] = {}
 
     def __len__(self) -> int:
         return len(self._in_flight)
@@ -160,13 +236,23 @@ class Coalescer(Generic[T]):
     async def run(self, key: str, work: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
         """The result of `work`, and True when this caller led (made) the call.
 
-        The task is shielded: a cancelled caller does not cancel the call
-        others are waiting on.
+        Followers await the leader's future, shielded: a cancelled follower does not
+        disturb the others. A cancelled leader hands over: its followers are woken with
+        `LeaderGone` and one of them makes the call again.
         """
-        task = self._in_flight.get(key)
-        if task is not None:
-            return await asyncio.shield(task), False
-        task = asyncio.ensure_future(work())
-        self._in_flight[key] = task
-        task.add_done_callback(lambda _t: self._in_flight.pop(key, None))
-        return await asyncio.shield(task), True
+        while (future := self._in_flight.get(key)) is not None:
+            with contextlib.suppress(LeaderGone):
+                return await asyncio.shield(future), False
+        future = asyncio.get_running_loop().create_future()
+        self._in_flight[key] = future
+        try:
+            result = await work()
+        except BaseException as exc:
+            future.set_exception(LeaderGone() if isinstance(exc, asyncio.CancelledError) else exc)
+            future.exception()  # retrieved: no "never retrieved" warning without followers
+            raise
+        else:
+            future.set_result(result)
+            return result, True
+        finally:
+            self._in_flight.pop(key, None)

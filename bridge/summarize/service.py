@@ -111,40 +111,42 @@ class OpenClawSummarizer:
         return Summary(**outcome.draft.model_dump(), source=source)
 
     async def _resolve(self, dl: DeadLetter) -> Outcome:
-        cached = await self._cache.get(dl.fingerprint)
+        cached, token = await self._cache.begin(dl.fingerprint)  # one round trip: cache, else the lead
         if cached is not None:
             return Outcome(draft=cached, cached=True)
-        token = await self._cache.lead(dl.fingerprint)
         if token is None:  # another replica is asking the gateway about this cause
             patience = self._settings.timeout_s + self._settings.max_wait_s + LEAD_MARGIN_S
             cached = await self._cache.follow(dl.fingerprint, patience)
             if cached is not None:
                 return Outcome(draft=cached, cached=True)
             token = await self._cache.lead(dl.fingerprint) or ""
-        keeper = asyncio.create_task(self._cache.keep(dl.fingerprint, token)) if token else None
+        keeper = self._cache.keep(dl.fingerprint, token) if token else None
+        outcome: Outcome | None = None
         try:
-            return await self._call(dl)
+            outcome = await self._call(dl)
+            return outcome
         finally:
             if keeper is not None:
-                keeper.cancel()
+                keeper.stop()
+            draft = outcome.draft if outcome is not None else None
             if token:
-                await self._cache.release(dl.fingerprint, token)
+                await self._cache.end(dl.fingerprint, token, draft)  # the answer cached, the lead dropped
+            elif draft is not None:
+                await self._cache.put(dl.fingerprint, draft)
 
     async def _call(self, dl: DeadLetter) -> Outcome:
+        """The gateway call (waiting out brief 429 pauses); the caller caches a draft."""
         patience = self._settings.max_wait_s
         while True:
             async with self._slots:  # the gate is asked once a slot is free
                 result = await self._try_once(dl)
             if isinstance(result, Outcome):
-                break
+                return result
             if result.seconds > patience:
                 self._show(GateState(open=False, paused_s=result.seconds))
                 return Outcome(reason="http_429")
             await self._wait_out(result.seconds)
             patience -= result.seconds
-        if result.draft is not None:
-            await self._cache.put(dl.fingerprint, result.draft)
-        return result
 
     async def _try_once(self, dl: DeadLetter) -> Outcome | Pause:
         admission = await self.gate.admit()
