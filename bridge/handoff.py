@@ -14,9 +14,10 @@ fixed at hand-off) and drops it from the outbox. Anything left in an outbox
 which every replica runs; forwarding twice is harmless because the item id is
 the same and the delivery ledger stops a second send.
 
-Hot path: 2 round trips per entry (the hand-off script; one pipelined batch of
-HSET + ZADD NX per routed sink), plus the outbox HDELs of many entries in one
-batch every few ms; 1 round trip when no sink is routed.
+Hot path: 1 round trip per entry (the hand-off script). The forward is batched:
+the parcels handed off within a few ms go to each sink queue in one script per
+sink, then leave their outboxes in one HDEL per outbox. A crash before that
+leaves them in the outbox for `sweep`, as any forward that failed.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class HandOff:
         self._script = client.register_script(HANDOFF_LUA)
         self._kind_script = client.register_script(KIND_HANDOFF_LUA)
         self._forwarded: dict[str, list[str]] = {}
+        self._to_forward: list[tuple[str, Parcel]] = []
         self._flusher: asyncio.Task[None] | None = None
 
     async def finish(
@@ -115,13 +117,9 @@ class HandOff:
             keys=[keys.encode(name) for name in names],  # byte-exact: a key name need not be UTF-8
             args=[claimed.raw, trim, parcel.id if parcel else "", parcel.encode() if parcel else ""],
         )
-        if not done or parcel is None:
-            return bool(done)
-        try:
-            await self._forward(outbox, parcel)
-        except RedisError as exc:  # the parcel waits in the outbox for `sweep`
-            log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
-        return True
+        if done and parcel is not None:
+            self._forward_soon(outbox, parcel)
+        return bool(done)
 
     async def finish_kind(self, source_name: str, raw: bytes, alert: Alert, routed_sinks: Sequence[str]) -> None:
         """Archive a kind record in `dlq_bridge:alerted:{<source name>}` and hand its alert off.
@@ -136,12 +134,8 @@ class HandOff:
             keys=[keys.encode(keys.alerted(source_name)), keys.encode(outbox)],
             args=[raw, self._archive_max, parcel.id if parcel else "", parcel.encode() if parcel else ""],
         )
-        if parcel is None:
-            return
-        try:
-            await self._forward(outbox, parcel)
-        except RedisError as exc:  # the parcel waits in the outbox for `sweep`
-            log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
+        if parcel is not None:
+            self._forward_soon(outbox, parcel)
 
     @staticmethod
     def _parcel(alert: Alert, sinks: list[str]) -> Parcel:
@@ -149,36 +143,44 @@ class HandOff:
         ident = item_id(alert.severity, ms, alert.idempotency_key, alert.dead_letter.raw_digest)
         return Parcel(ident, ms, sinks, alert.model_dump_json())
 
-    async def _forward(self, outbox: str, parcel: Parcel) -> None:
-        """Enqueue for every sink (one pipelined batch), then drop it from the outbox (batched)."""
-        queues = [self._queue(s) for s in parcel.sinks]
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for queue in queues:
-                queue.forward(pipe, parcel.id, parcel.alert)
-            await pipe.execute()
-        for queue in queues:
-            self._on_enqueued(queue.sink)
-        self._forwarded.setdefault(outbox, []).append(parcel.id)
+    def _forward_soon(self, outbox: str, parcel: Parcel) -> None:
+        """Forward with the hand-offs of the next few ms (the parcel is safe in its outbox meanwhile)."""
+        self._to_forward.append((outbox, parcel))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush_soon())
 
+    async def _forward(self, parcels: list[tuple[str, Parcel]]) -> None:
+        """Enqueue every parcel for its sinks (one script per sink), then mark them for the outbox HDEL."""
+        per_sink: dict[str, list[tuple[str, str]]] = {}
+        for _outbox, parcel in parcels:
+            for sink in parcel.sinks:
+                per_sink.setdefault(sink, []).append((parcel.id, parcel.alert))
+        for sink, items in per_sink.items():
+            await self._queue(sink).forward_many(items)
+            self._on_enqueued(sink)
+        for outbox, parcel in parcels:
+            self._forwarded.setdefault(outbox, []).append(parcel.id)
+
     async def _flush_soon(self) -> None:
-        """Until nothing is left: parcels forwarded during a flush go in the next round."""
-        while self._forwarded:
-            await asyncio.sleep(FLUSH_DELAY_S)  # gather the HDELs of concurrent hand-offs
+        """Until nothing is left: parcels handed off during a flush go in the next round."""
+        while self._to_forward or self._forwarded:
+            await asyncio.sleep(FLUSH_DELAY_S)  # gather the forwards and HDELs of concurrent hand-offs
             try:
                 await self.flush()
             except RedisError as exc:  # the parcels stay; a sweep forwards them again (harmless)
-                log.warning("outbox cleanup failed (%s); the sweep will repeat it", type(exc).__name__)
+                log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
 
     async def _settle(self) -> None:
-        """Wait for a cleanup under way, then clean up what is left."""
+        """Wait for a flush under way, then flush what is left."""
         if self._flusher is not None and not self._flusher.done():
             await asyncio.shield(self._flusher)
         await self.flush()
 
     async def flush(self) -> None:
-        """Drop forwarded parcels from their outboxes: one HDEL per outbox."""
+        """Forward pending parcels, then drop forwarded ones from their outboxes: one HDEL per outbox."""
+        pending, self._to_forward = self._to_forward, []
+        if pending:
+            await self._forward(pending)
         batch, self._forwarded = self._forwarded, {}
         if batch:
             async with self._redis.pipeline(transaction=False) as pipe:
@@ -211,5 +213,5 @@ class HandOff:
             return 0
         if parcel.ms > cutoff:
             return 0
-        await self._forward(outbox, parcel)
+        await self._forward([(outbox, parcel)])
         return 1

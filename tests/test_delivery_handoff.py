@@ -70,6 +70,8 @@ async def test_a_crash_after_the_handoff_leaves_the_alert_in_the_outbox_and_the_
 
     monkeypatch.setattr(HandOff, "_forward", lost)
     assert await handoff.finish(await claimed_entry(aredis), make_alert(job_id="j1"), ["hook", "slack"])
+    with pytest.raises(RedisConnectionError):
+        await handoff.flush()  # the batched forward of this hand-off fails
     assert await aredis.llen(keys.alerted(SOURCE)) == 1
     assert await aredis.hlen(keys.outbox(SOURCE)) == 1, "the alert is durable in the outbox"
     assert (await SinkQueue(aredis, "hook").stats()).depth == 0
@@ -84,12 +86,16 @@ async def test_a_crash_after_the_handoff_leaves_the_alert_in_the_outbox_and_the_
 async def test_forwarding_twice_queues_each_alert_once(aredis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
     """Forwarded, then the process dies before its outbox cleanup: another replica's sweep repeats it."""
 
-    async def died(_self: HandOff) -> None:
-        return None
+    async def died(self: HandOff) -> None:
+        pending, self._to_forward = self._to_forward, []
+        await self._forward(pending)  # forwarded; the process dies before its outbox cleanup
 
     with monkeypatch.context() as patch:
         patch.setattr(HandOff, "_flush_soon", died)
-        assert await handoff_for(aredis, "hook").finish(await claimed_entry(aredis), make_alert(job_id="j1"), ["hook"])
+        dying = handoff_for(aredis, "hook")
+        assert await dying.finish(await claimed_entry(aredis), make_alert(job_id="j1"), ["hook"])
+        assert dying._flusher is not None
+        await dying._flusher
     assert await aredis.hlen(keys.outbox(SOURCE)) == 1 and (await SinkQueue(aredis, "hook").stats()).depth == 1
     other = handoff_for(aredis, "hook")
     assert await other.sweep(older_than_s=0) == 1

@@ -50,6 +50,15 @@ end
 return 0
 """
 
+# ARGV: id1, body1, id2, body2, ...: the hand-off's forward of many items (HSET, then ZADD NX, as `forward`).
+FORWARD_LUA = _ORDER_LUA + """
+for i = 1, #ARGV, 2 do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  redis.call('ZADD', KEYS[1], 'NX', order(ARGV[i]), ARGV[i])
+end
+return #ARGV / 2
+"""
+
 TAKE_LUA = _ORDER_LUA + """
 local now, until_ms, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
@@ -161,6 +170,7 @@ class SinkQueue:
         self._lease_ms = int(lease_s * 1000)
         self.enqueue_script = client.register_script(ENQUEUE_LUA)
         self._take = client.register_script(TAKE_LUA)
+        self._forward = client.register_script(FORWARD_LUA)
         self._ack = client.register_script(ACK_LUA)
         self._release = client.register_script(RELEASE_LUA)
         self._stats = client.register_script(STATS_LUA)
@@ -193,6 +203,11 @@ class SinkQueue:
         """
         pipe.hset(self.keys.items, item, body)
         pipe.zadd(self.keys.ready, {item: order_of(item)}, nx=True)
+
+    async def forward_many(self, items: list[tuple[str, str]]) -> None:
+        """`forward` for many (id, body) pairs in one script: one round trip, the `{<sink>}` slot only."""
+        if items:
+            await self._forward(keys=[self.keys.ready, self.keys.items], args=[x for pair in items for x in pair])
 
     async def renew(self, items: list[str]) -> None:
         """Push the lease of items still in flight forward (only those still leased)."""

@@ -13,12 +13,19 @@ breaker needs no second round trip; failures, successes that close the breaker
 and pauses are reported by a second script on the same slot. Times are Redis's
 own clock. When Redis cannot be reached the gate falls back to the in-process
 CircuitBreaker and CallBudget, so summaries never wait on Redis.
+
+Without a budget (`calls_per_minute = 0`) the script only reads the breaker: an
+"ok, closed, no failures" answer then holds for `CLEAR_FOR_S`, during which calls
+are admitted without asking (no round trip per call at high rates). Any failure or
+pause this replica sees ends that at once; one another replica saw is noticed
+within `CLEAR_FOR_S`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Literal
@@ -36,6 +43,7 @@ log = logging.getLogger(__name__)
 Verdict = Literal["ok", "paused", "open", "budget"]
 _ERRORS = (RedisError, OSError, TimeoutError)
 KEEP_MS = 24 * 3600 * 1000  # breaker state outlives any cool-down; idle gateways expire
+CLEAR_FOR_S = 0.25  # without a budget, a closed breaker read from Redis is trusted this long
 
 _NOW = """
 local t = redis.call('TIME')
@@ -130,9 +138,12 @@ class FleetGate:
         self._admit = client.register_script(ADMIT)
         self._report = client.register_script(REPORT)
         self.local = LocalGate(settings)
+        self._clear_until = 0.0
 
     async def admit(self) -> Admission:
         s = self._settings
+        if s.calls_per_minute == 0 and time.monotonic() < self._clear_until:
+            return Admission("ok")
         args: list[str | int] = [_ms(s.breaker_cooldown_s), _ms(s.timeout_s + 5.0), s.calls_per_minute,
                 uuid.uuid4().hex, KEEP_MS]
         try:
@@ -142,6 +153,8 @@ class FleetGate:
                         type(exc).__name__)
             return await self.local.admit()
         name = verdict.decode() if isinstance(verdict, bytes) else str(verdict)
+        clear = name == "ok" and not int(value) and not int(failures) and s.calls_per_minute == 0
+        self._clear_until = time.monotonic() + CLEAR_FOR_S if clear else 0.0
         if name == "ok":
             return Admission("ok", must_report_success=bool(value) or int(failures) > 0)
         return Admission(_verdict(name), wait_s=int(value) / 1000.0)
@@ -153,10 +166,12 @@ class FleetGate:
         return await self._send("success")
 
     async def failure(self) -> GateState:
+        self._clear_until = 0.0
         await self.local.failure()
         return await self._send("failure")
 
     async def pause(self, seconds: float) -> GateState:
+        self._clear_until = 0.0
         await self.local.pause(seconds)
         return await self._send("pause", seconds)
 
