@@ -111,9 +111,10 @@ def vm_kb(pid: int, field: str) -> int:
 
 async def drain(settings: Settings) -> float:
     """In process: `open_runtime` + `pipeline.run(burst=True)`; seconds from start to empty DLQs."""
-    from bridge.runtime import open_runtime
+    from bridge.runtime import freeze_heap, open_runtime
 
     async with open_runtime(settings) as runtime:
+        freeze_heap()  # as the service does once started (bridge/app.py)
         started = time.perf_counter()
         await runtime.pipeline.run(asyncio.Event(), burst=True)
         return time.perf_counter() - started

@@ -60,7 +60,9 @@ class TaskCounter:
     def install(self) -> None:
         loop = asyncio.get_running_loop()
 
-        def factory(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any) -> asyncio.Task[Any]:
+        def factory(
+            loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
+        ) -> asyncio.Task[Any]:
             self.count += 1
             self.by_name[getattr(coro, "__qualname__", type(coro).__name__)] += 1
             return asyncio.Task(coro, loop=loop, **kwargs)

@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
 from bridge.health import Status
-from bridge.runtime import Runtime, open_runtime
+from bridge.runtime import Runtime, freeze_heap, open_runtime
 from bridge.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         async with open_runtime(settings, transport=transport) as runtime:
             state["runtime"] = runtime
+            freeze_heap()
             stop = asyncio.Event()
             task = asyncio.create_task(runtime.pipeline.run(stop), name="pipeline")
             try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -112,19 +113,41 @@ class Deliverer:
         return result
 
     async def _attempts(self, route: Route, send: Send) -> Result:
-        name, count = route.sink.name, 0
-        controller = retrying(self.settings, before_sleep=self._log_retry(name), sleep=self._sleep)
+        """The first attempt runs bare; tenacity takes over only once it failed retryably."""
+        started = time.monotonic()
+        try:
+            await self._one(route, send)
+            return self._delivered(route.sink.name, 1)
+        except SinkRetryable as exc:
+            first = exc
+        except SinkError as exc:
+            return self._undeliverable(route.sink.name, 1, exc)
+        return await self._retries(route, send, first, time.monotonic() - started)
+
+    async def _retries(self, route: Route, send: Send, first: SinkRetryable, elapsed_s: float) -> Result:
+        """tenacity from the second attempt on: its attempt 1 replays the first failure (no send)."""
+        name, count, replay = route.sink.name, 1, True
+        controller = retrying(self.settings, before_sleep=self._log_retry(name), sleep=self._sleep, elapsed_s=elapsed_s)
         try:
             async for attempt in controller:
                 with attempt:
+                    if replay:
+                        replay = False
+                        raise first
                     count += 1
                     await self._one(route, send)
         except SinkError as exc:
-            self._health.set(f"sink:{name}", Status.DEGRADED, f"undeliverable: {short(exc)}")
-            log.warning("sink %s: undeliverable after %d attempt(s): %s", name, count, short(exc))
-            return Result(name, "undeliverable", count, exc.status, exc.detail)
+            return self._undeliverable(name, count, exc)
+        return self._delivered(name, count)
+
+    def _delivered(self, name: str, count: int) -> Result:
         self._health.set(f"sink:{name}", Status.OK, "delivered")
         return Result(name, "delivered", count)
+
+    def _undeliverable(self, name: str, count: int, exc: SinkError) -> Result:
+        self._health.set(f"sink:{name}", Status.DEGRADED, f"undeliverable: {short(exc)}")
+        log.warning("sink %s: undeliverable after %d attempt(s): %s", name, count, short(exc))
+        return Result(name, "undeliverable", count, exc.status, exc.detail)
 
     async def _one(self, route: Route, send: Send) -> None:
         name = route.sink.name

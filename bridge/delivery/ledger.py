@@ -160,14 +160,26 @@ class Reservation:
         self._token = token
         self._marked = False
         self._refresher: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
     async def __aenter__(self) -> Reservation:
-        self._refresher = asyncio.create_task(self._keep_alive())
+        """The refresh runs on a timer: a send shorter than a third of the TTL costs no task."""
+        self._schedule()
         return self
+
+    def _schedule(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(self._ledger.reservation_ttl_s / 3, self._due)
+
+    def _due(self) -> None:
+        if self._refresher is None or self._refresher.done():
+            self._refresher = asyncio.ensure_future(self._refresh_once())
+        self._schedule()
 
     async def __aexit__(
         self, _t: type[BaseException] | None, _e: BaseException | None, _tb: TracebackType | None
     ) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
         if self._refresher is not None:
             self._refresher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -180,16 +192,14 @@ class Reservation:
         await self._ledger.mark_key(self.key)
         self._marked = True
 
-    async def _keep_alive(self) -> None:
-        pause = self._ledger.reservation_ttl_s / 3
-        while True:
-            await asyncio.sleep(pause)
-            try:
-                if not await self._ledger.refresh(self.key, self._token):
-                    log.warning("ledger reservation %s lapsed while sending", self.key)
-                    return
-            except _ERRORS as exc:
-                log.warning("ledger reservation refresh failed (%s)", type(exc).__name__)
+    async def _refresh_once(self) -> None:
+        try:
+            if not await self._ledger.refresh(self.key, self._token):
+                log.warning("ledger reservation %s lapsed while sending", self.key)
+                if self._timer is not None:
+                    self._timer.cancel()
+        except _ERRORS as exc:
+            log.warning("ledger reservation refresh failed (%s)", type(exc).__name__)
 
     async def _release_quietly(self) -> None:
         try:

@@ -70,12 +70,17 @@ def retrying(
     before_sleep: Callable[[RetryCallState], Awaitable[None] | None] | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     rng: random.Random | None = None,
+    elapsed_s: float = 0.0,
 ) -> AsyncRetrying:
-    """A fresh retry controller for one delivery to one sink."""
+    """A fresh retry controller for one delivery to one sink.
+
+    `elapsed_s`: time the delivery already took before the controller starts (a first
+    attempt made outside it), taken off the deadline.
+    """
     return AsyncRetrying(
         retry=retry_if_exception(is_retryable),
         wait=RetryAfterWait(settings, rng),
-        stop=stop_after_attempt(settings.max_attempts) | stop_before_delay(settings.deadline_s),
+        stop=stop_after_attempt(settings.max_attempts) | stop_before_delay(max(0.0, settings.deadline_s - elapsed_s)),
         sleep=sleep,
         before_sleep=before_sleep,
         reraise=True,
