@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 REDIS_ERRORS = (RedisError, OSError)
 MAX_BACKOFF_S = 5.0
 INTAKE_THREADS = 4
+CLAIM_BATCH = 16  # entries claimed per script call at most (free worker slots permitting)
 
 
 def intake(raw: bytes, source_key: str, settings: SourcesSettings) -> DeadLetter:
@@ -240,23 +241,35 @@ class Pipeline:
     async def _claim_loop(self, stop: asyncio.Event, burst: bool) -> None:
         backoff = Backoff()
         while await self._acquire_slot(stop):
+            slots = 1 + await self._take_free_slots(CLAIM_BATCH - 1)
             try:
-                claimed = await self._source.claim()
+                batch = await self._source.claim_batch(slots)
             except REDIS_ERRORS as exc:
-                self._slots.release()
+                self._release_slots(slots)
                 self._redis_down(exc)
                 await backoff.wait()
                 continue
             self._tick()
             backoff.reset()
-            if claimed is None:
-                self._slots.release()
+            self._release_slots(slots - len(batch))
+            if not batch:
                 if burst and not self._in_flight and await self._all_empty():
                     return
                 continue
-            task = asyncio.create_task(self._process_and_release(claimed))
-            self._in_flight.add(task)
-            task.add_done_callback(self._in_flight.discard)
+            for claimed in batch:
+                self.track(asyncio.create_task(self._process_and_release(claimed)))
+
+    async def _take_free_slots(self, most: int) -> int:
+        """Worker slots free right now (up to `most`): acquire() on a free semaphore never waits."""
+        taken = 0
+        while taken < most and not self._slots.locked():
+            await self._slots.acquire()
+            taken += 1
+        return taken
+
+    def _release_slots(self, n: int) -> None:
+        for _ in range(n):
+            self._slots.release()
 
     async def _acquire_slot(self, stop: asyncio.Event) -> bool:
         """Wait for a free worker slot, ticking while busy; False once `stop` is set."""

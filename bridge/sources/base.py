@@ -38,6 +38,10 @@ class Source(Protocol):
         """Atomically move the next entry into processing; None when all are empty."""
         ...
 
+    async def claim_batch(self, limit: int) -> list[Claimed]:
+        """Up to `limit` entries moved into processing in one step; empty when all are empty."""
+        ...
+
     async def finish(self, claimed: Claimed) -> bool:
         """Atomically move the entry from processing to the archive."""
         ...

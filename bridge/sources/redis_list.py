@@ -1,7 +1,8 @@
 """Redis list DLQs (`dead_letter:<queue>`), claimed with atomic moves.
 
-Claim:   LMOVE/BLMOVE <dlq> <processing> RIGHT LEFT
-Count:   one Lua script: INCR + EXPIRE of the entry's claim counter
+Claim:   one Lua script: up to n × LMOVE <dlq> <processing> RIGHT LEFT (a batch), then one
+         MGET of the batch's claim counters (both on the source's slot); BLMOVE when idle
+Count:   INCR + EXPIRE of the entry's claim counter when an entry is returned
 Finish:  one Lua script: LREM processing → LPUSH archive → LTRIM archive → DEL counter
 Quarantine: one Lua script: LREM processing → LPUSH quarantine → DEL counter
 Return:  LMOVE <processing> <dlq> LEFT RIGHT, one entry at a time
@@ -44,6 +45,15 @@ local removed = redis.call('LREM', KEYS[1], -1, ARGV[1])
 if removed == 1 then redis.call('RPUSH', KEYS[2], ARGV[1]) end
 return removed
 """
+CLAIM_MANY_LUA = """
+local out = {}
+for i = 1, tonumber(ARGV[1]) do
+  local raw = redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT')
+  if not raw then break end
+  out[i] = raw
+end
+return out
+"""
 IDLE_BLOCK_SINGLE_S = 1.0
 PROBE_BATCH = 8  # cold sources tried with LMOVE per idle round, besides the one blocked on
 MIN_RESCAN_GAP_S = 0.25  # an idle claim loop rescans at most this often while DLQs wait for a turn
@@ -67,6 +77,7 @@ class RedisListSource:
         self._last_scan = 0.0
         self._finish = client.register_script(FINISH_LUA)
         self._release = client.register_script(RELEASE_LUA)
+        self._claim_many = client.register_script(CLAIM_MANY_LUA)
 
     @property
     def sources(self) -> list[str]:
@@ -94,21 +105,41 @@ class RedisListSource:
         return self.sources
 
     async def claim(self) -> Claimed | None:
-        """Next entry: hot DLQs in turn (a busy one cannot starve the others), then idle work."""
+        """Next entry (see `claim_batch`)."""
+        batch = await self.claim_batch(1)
+        return batch[0] if batch else None
+
+    async def claim_batch(self, limit: int) -> list[Claimed]:
+        """Up to `limit` entries of one DLQ: hot DLQs in turn (a busy one cannot starve the others),
+        then idle work (one entry). Empty when every DLQ is."""
         tracker = self._tracker
         for _ in range(tracker.hot_count):
             if not tracker.hot_count:  # a rescan rotated sources out meanwhile
                 break
             source = tracker.next_hot()
-            raw = await self._move(source)
-            if raw is not None:
-                return await self._claimed(source, raw)
+            raws = await self._move_many(source, limit)
+            if raws:
+                return await self._claimed_many(source, raws)
             tracker.cool(source)
         if tracker.waiting and time.monotonic() - self._last_scan >= MIN_RESCAN_GAP_S:
             await self.rescan()  # drained sources made room for DLQs waiting their turn
             if tracker.hot_count:
-                return None
-        return await self._idle_claim()
+                return []
+        idle = await self._idle_claim()
+        return [] if idle is None else [idle]
+
+    async def _move_many(self, source: str, limit: int) -> list[bytes]:
+        """Up to `limit` atomic moves into our processing list, one script call."""
+        processing = keys.encode(keys.processing(source, self.consumer))
+        raws = await self._claim_many(keys=[keys.encode(source), processing], args=[limit])
+        return [as_bytes(raw) for raw in raws]
+
+    async def _claimed_many(self, source: str, raws: list[bytes]) -> list[Claimed]:
+        """The claims, each with how often it was returned after its consumer died (one MGET, one slot)."""
+        claimed_at = time.monotonic()
+        self._tracker.heat(source, claimed_at)
+        counters = await self._redis.mget([keys.encode(keys.claims(source, entry_digest(raw))) for raw in raws])
+        return [Claimed(source, raw, claimed_at, int(n or 0)) for raw, n in zip(raws, counters, strict=True)]
 
     async def _idle_claim(self) -> Claimed | None:
         """No hot DLQ: probe a few cold ones, then block briefly on the next."""
