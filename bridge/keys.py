@@ -82,7 +82,13 @@ def heartbeat(consumer: str) -> str:
 
 
 def delivered(sink: str, idempotency_key: str, digest: str) -> str:
-    return f"{PREFIX}:delivered:{sink}:{idempotency_key}:{digest}"
+    """The delivery ledger of one (sink, alert): in the `{<sink>}` slot of the sink's queue, so
+    taking an item can reserve it and acking it can mark it in the same script."""
+    return f"{delivered_prefix(sink)}{idempotency_key}:{digest}"
+
+
+def delivered_prefix(sink: str) -> str:
+    return f"{PREFIX}:delivered:{{{sink}}}:"
 
 
 def summary(fingerprint: str) -> str:

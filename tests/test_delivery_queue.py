@@ -123,3 +123,32 @@ def test_every_script_touches_one_cluster_slot() -> None:
         assert keys.parse_outbox(keys.outbox(source)) == source
     queue = keys.sink_queue("slack")
     assert len({key_slot(k.encode()) for k in (queue.ready, queue.leased, queue.items)}) == 1
+    ledger = keys.delivered("slack", "orders:job-1", "0123456789abcdef")
+    assert key_slot(ledger.encode()) == key_slot(queue.items.encode()), "take reserves and ack marks in one script"
+    summary = [keys.summary("f" * 16), keys.summary_lead("f" * 16)]
+    assert len({key_slot(k.encode()) for k in summary}) == 1, "the cache read takes the lead in one script"
+
+
+async def test_a_take_with_reservations_reserves_skips_the_delivered_and_the_ack_marks(
+    aredis: aioredis.Redis,
+) -> None:
+    from bridge import keys
+    from bridge.delivery.ledger import Ledger
+
+    ledger = Ledger(aredis, ttl_s=3600, reservation_ttl_s=30, owner="pod-1")
+    queue = SinkQueue(aredis, "hook")
+    ids = {job: item_id(Severity.ERROR, NOW_MS + n, f"orders:{job}", "d" * 16) for n, job in enumerate("abc")}
+    for job, ident in ids.items():
+        assert await queue.put(ident, job)
+    ledger_key = {job: keys.delivered("hook", f"orders:{job}", "d" * 16) for job in ids}
+    await aredis.set(ledger_key["b"], '{"at": 1}')  # b was delivered (its ack was lost)
+    await aredis.set(ledger_key["c"], "sending:pod-2:proc:n1", px=30_000)  # c: another sender has it
+    taken = {t.body: t for t in await queue.take(5, reserve=ledger.reserve_spec("hook"))}
+    assert {job: t.state for job, t in taken.items()} == {"a": "reserved", "b": "duplicate", "c": "held"}
+    assert (await aredis.get(ledger_key["a"])).decode() == taken["a"].token, "reserved before any send"
+    assert taken["a"].token.startswith("sending:pod-1:")
+    stats = await queue.stats()
+    assert (stats.ready, stats.leased) == (0, 2), "the duplicate is dropped in the take, the others leased"
+    await queue.ack(taken["a"].id, marks=[ledger_key["a"]], mark_value='{"at": 2}', ttl_s=3600)
+    assert await aredis.get(ledger_key["a"]) == b'{"at": 2}' and 0 < await aredis.ttl(ledger_key["a"]) <= 3600
+    assert (await queue.stats()).leased == 1

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from tenacity import RetryCallState
@@ -57,6 +57,7 @@ class Result:
     attempts: int
     status: int | None = None
     error: str | None = None  # the SinkError's detail (no sink name, no secret)
+    mark: str | None = None  # delivered with `mark_later`: the ledger key the caller must mark
 
 
 class Deliverer:
@@ -76,13 +77,30 @@ class Deliverer:
         self._health = health
         self._sleep = sleep
 
-    async def deliver(self, route: Route, alert: Alert) -> Result:
+    def ledger_for(self, route: Route) -> Ledger | None:
+        return self._ledger if route.use_ledger else None
+
+    async def deliver(
+        self, route: Route, alert: Alert, *, token: str | None = None, mark_later: bool = False
+    ) -> Result:
+        """`token`: the ledger key is already reserved by it (a take with reservations);
+        `mark_later`: on success the mark is left to the caller (`Result.mark`)."""
         name = route.sink.name
-        ledger = self._ledger if route.use_ledger else None
+        ledger = self.ledger_for(route)
         if ledger is None:
             return await self._attempts(route, lambda: route.sink.send(alert))
-        return await self._reserved(ledger, Ledger.key(name, alert), name,
-                                    lambda: self._attempts(route, lambda: route.sink.send(alert)))
+        key = Ledger.key(name, alert)
+        reservation = ledger.reserved(key, token) if token else await ledger.reserve(key)
+        if reservation is None:
+            log.info("sink %s: %s already delivered (ledger)", name, key)
+            return Result(name, "duplicate", 0)
+        async with reservation:
+            result = await self._attempts(route, lambda: route.sink.send(alert))
+            if result.outcome == "delivered" and mark_later:
+                return replace(result, mark=reservation.mark_later())
+            if result.outcome == "delivered":
+                await reservation.mark()
+        return result
 
     async def deliver_notification(self, route: Route, notification: Notification) -> Result:
         """Like `deliver`, for a group notification: ledger key from `notification.ledger_key`."""

@@ -24,6 +24,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from bridge.delivery.deliver import Deliverer, Result, Route
+from bridge.delivery.ledger import Ledger
 from bridge.delivery.undeliverable import Failure, UndeliverableStore, build_record
 from bridge.metrics import Metrics
 from bridge.models import Alert, Notification
@@ -76,11 +77,24 @@ class Dispatcher:
             raise redis_errors[0]
         return results
 
-    async def deliver_one(self, route: Route, alert: Alert) -> Result:
-        """One alert to one sink until final; an undeliverable outcome is recorded."""
+    def ledger_for(self, route: Route) -> Ledger | None:
+        """The ledger `route` delivers under (None: console sinks, or no ledger at all)."""
+        return self._deliverer.ledger_for(route)
+
+    def count_duplicate(self, route: Route) -> None:
+        """A duplicate the queue's take found (already in the ledger), counted like any other."""
+        self._count(route, Result(route.sink.name, "duplicate", 0), time.monotonic())
+
+    async def deliver_one(
+        self, route: Route, alert: Alert, *, token: str | None = None, mark_later: bool = False
+    ) -> Result:
+        """One alert to one sink until final; an undeliverable outcome is recorded.
+
+        `token` / `mark_later`: see `Deliverer.deliver` (a sink worker's take with reservations).
+        """
         await self._refresh_depth_once()
         started = time.monotonic()
-        result = await self._deliverer.deliver(route, alert)
+        result = await self._deliverer.deliver(route, alert, token=token, mark_later=mark_later)
         if result.outcome == "undeliverable":
             await self._record(route, alert, result, lambda: route.sink.render(alert))
         self._count(route, result, started)

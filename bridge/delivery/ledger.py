@@ -1,6 +1,6 @@
 """The per-sink delivery ledger (docs/design.md, section 2): what reached a sink.
 
-One key per (sink, alert): `dlq_bridge:delivered:<sink>:<idempotency key>:<digest>`
+One key per (sink, alert): `dlq_bridge:delivered:{<sink>}:<idempotency key>:<digest>`
 (or a Notification's ledger key). It goes through two states:
 
     (absent) --SET NX PX--> "sending:<owner>:<token>" --2xx--> {"at": ...} (TTL ledger_ttl_s)
@@ -37,6 +37,7 @@ import redis.asyncio as redis
 from redis.exceptions import RedisError
 
 from bridge import keys
+from bridge.delivery.queue import Reserve
 from bridge.models import Alert
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,24 @@ class Ledger:
         self._take_over = client.register_script(TAKE_OVER)
         self._release = client.register_script(RELEASE)
 
+    @property
+    def ttl_s(self) -> int:
+        return self._ttl_s
+
+    @staticmethod
+    def mark_value() -> str:
+        """What a delivery mark holds (the time of the 2xx)."""
+        return json.dumps({"at": time.time()})
+
+    def reserve_spec(self, sink: str) -> Reserve:
+        """For `SinkQueue.take(reserve=...)`: reservations made by the take script, tokens of this owner."""
+        head = f"{SENDING}{self._owner}:{PROCESS}:{uuid.uuid4().hex[:12]}"
+        return Reserve(keys.delivered_prefix(sink), head, max(1, round(self.reservation_ttl_s * 1000)))
+
+    def reserved(self, key: str, token: str) -> Reservation:
+        """A reservation the take script already made (`token` holds `key`)."""
+        return Reservation(self, key, token)
+
     @staticmethod
     def key(sink: str, alert: Alert) -> str:
         return keys.delivered(sink, alert.idempotency_key, alert.dead_letter.raw_digest)
@@ -133,7 +152,7 @@ class Ledger:
         await asyncio.shield(self._mark_with_tries(key))
 
     async def _mark_with_tries(self, key: str) -> None:
-        value = json.dumps({"at": time.time()})
+        value = self.mark_value()
         for attempt in range(MARK_TRIES):
             try:
                 await self._redis.set(key, value, ex=self._ttl_s)
@@ -191,6 +210,11 @@ class Reservation:
         """The send succeeded: the reservation becomes the delivery mark."""
         await self._ledger.mark_key(self.key)
         self._marked = True
+
+    def mark_later(self) -> str:
+        """The send succeeded and the caller writes the mark (with its queue ack): keep the reservation."""
+        self._marked = True
+        return self.key
 
     async def _refresh_once(self) -> None:
         try:

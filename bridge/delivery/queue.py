@@ -18,11 +18,19 @@ ms` would not: 1.7e12 ms spans 170 priorities.
 Take: one script re-queues expired leases, pops the lowest scores and leases
 them (an id already leased is skipped). Ack: one script drops a batch of
 items. Every script touches one slot.
+
+A sink that keeps a ledger takes with reservations (`take(n, reserve=...)`): the
+item's ledger key (`dlq_bridge:delivered:{<sink>}:<idempotency key>:<digest>`,
+the same slot, rebuilt from the id) is reserved in the same script, or found
+delivered (the item is dropped there: a duplicate), or found reserved by another
+sender (`held`: the worker waits on it as before). Its ack then writes the
+delivery mark in the same script that drops the item (`ack(..., marks=...)`).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import redis.asyncio as redis
@@ -79,10 +87,49 @@ end
 return out
 """
 
+# ARGV: now, until, n, requeue limit, ledger prefix, token head, reservation ms.
+# Returns id, body, state, token per item; state: reserved | held | duplicate (dropped here).
+TAKE_RESERVE_LUA = _ORDER_LUA + """
+local now, until_ms, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
+for _, id in ipairs(expired) do
+  redis.call('ZREM', KEYS[2], id)
+  if redis.call('HEXISTS', KEYS[3], id) == 1 then redis.call('ZADD', KEYS[1], order(id), id) end
+end
+local popped = redis.call('ZPOPMIN', KEYS[1], n)
+local out = {}
+for i = 1, #popped, 2 do
+  local id = popped[i]
+  local body = redis.call('HGET', KEYS[3], id)
+  if body and not redis.call('ZSCORE', KEYS[2], id) then
+    local ledger = ARGV[5] .. string.match(id, '^%d+:%d+:(.*)$')
+    local token = ARGV[6] .. '-' .. i
+    local state = 'reserved'
+    if not redis.call('SET', ledger, token, 'NX', 'PX', ARGV[7]) then
+      local value = redis.call('GET', ledger)
+      if value and string.sub(value, 1, 8) ~= 'sending:' then state = 'duplicate' else state = 'held' end
+    end
+    if state == 'duplicate' then
+      redis.call('HDEL', KEYS[3], id)
+    else
+      redis.call('ZADD', KEYS[2], until_ms, id)
+    end
+    out[#out + 1] = id
+    out[#out + 1] = body
+    out[#out + 1] = state
+    out[#out + 1] = token
+  end
+end
+return out
+"""
+
+# KEYS: ready, leased, items, then the ledger keys to mark. ARGV: mark value, ttl s, then the ids.
 ACK_LUA = """
-redis.call('ZREM', KEYS[2], unpack(ARGV))
-redis.call('ZREM', KEYS[1], unpack(ARGV))
-return redis.call('HDEL', KEYS[3], unpack(ARGV))
+local ids = {unpack(ARGV, 3)}
+redis.call('ZREM', KEYS[2], unpack(ids))
+redis.call('ZREM', KEYS[1], unpack(ids))
+for k = 4, #KEYS do redis.call('SET', KEYS[k], ARGV[1], 'EX', ARGV[2]) end
+return redis.call('HDEL', KEYS[3], unpack(ids))
 """
 
 RELEASE_LUA = _ORDER_LUA + """
@@ -140,10 +187,25 @@ def now_ms() -> int:
 
 @dataclass(frozen=True)
 class Taken:
-    """One leased item: its id (for ack/release) and the alert JSON."""
+    """One leased item: its id (for ack/release) and the alert JSON.
+
+    `state` of a take with reservations: `reserved` (its ledger key is ours, `token`),
+    `held` (another sender's reservation), `duplicate` (already delivered; dropped).
+    """
 
     id: str
     body: str
+    state: str = ""
+    token: str = ""
+
+
+@dataclass(frozen=True)
+class Reserve:
+    """What a take with reservations needs: the sink's ledger prefix, a token head, the TTL."""
+
+    prefix: str
+    token_head: str  # `sending:<owner>:<process>:<nonce>`; the script adds `-<n>` per item
+    ttl_ms: int
 
 
 @dataclass(frozen=True)
@@ -172,6 +234,7 @@ class SinkQueue:
         self._take = client.register_script(TAKE_LUA)
         self._forward = client.register_script(FORWARD_LUA)
         self._ack = client.register_script(ACK_LUA)
+        self._take_reserve = client.register_script(TAKE_RESERVE_LUA)
         self._release = client.register_script(RELEASE_LUA)
         self._stats = client.register_script(STATS_LUA)
 
@@ -183,16 +246,29 @@ class SinkQueue:
         """Add one item; False when it is already queued or leased (a repeated forward)."""
         return bool(await self.enqueue_script(keys=[self.keys.ready, self.keys.items], args=[item, body]))
 
-    async def take(self, n: int, at_ms: int | None = None) -> list[Taken]:
-        """Lease up to `n` items, most urgent and oldest first; expired leases come back first."""
-        at = now_ms() if at_ms is None else at_ms
-        flat = await self._take(keys=self._all, args=[at, at + self._lease_ms, n, REQUEUE_PER_TAKE])
-        return [Taken(_text(flat[i]), _text(flat[i + 1])) for i in range(0, len(flat), 2)]
+    async def take(self, n: int, at_ms: int | None = None, reserve: Reserve | None = None) -> list[Taken]:
+        """Lease up to `n` items, most urgent and oldest first; expired leases come back first.
 
-    async def ack(self, *items: str) -> None:
-        """Drop delivered items (one script for a batch)."""
+        With `reserve`, each item's ledger key is reserved in the same step (see module doc).
+        """
+        at = now_ms() if at_ms is None else at_ms
+        if reserve is None:
+            flat = await self._take(keys=self._all, args=[at, at + self._lease_ms, n, REQUEUE_PER_TAKE])
+            return [Taken(_text(flat[i]), _text(flat[i + 1])) for i in range(0, len(flat), 2)]
+        args: list[str | int] = [
+            at, at + self._lease_ms, n, REQUEUE_PER_TAKE, reserve.prefix, reserve.token_head, reserve.ttl_ms
+        ]
+        flat = await self._take_reserve(keys=self._all, args=args)
+        return [
+            Taken(_text(flat[i]), _text(flat[i + 1]), _text(flat[i + 2]), _text(flat[i + 3]))
+            for i in range(0, len(flat), 4)
+        ]
+
+    async def ack(self, *items: str, marks: Sequence[str] = (), mark_value: str = "", ttl_s: int = 0) -> None:
+        """Drop delivered items (one script for a batch); `marks`: ledger keys (this sink's slot)
+        set to `mark_value` for `ttl_s` in the same script."""
         if items:
-            await self._ack(keys=self._all, args=list(items))
+            await self._ack(keys=[*self._all, *marks], args=[mark_value, ttl_s, *items])
 
     def forward(self, pipe: Pipeline, item: str, body: str) -> None:
         """Queue `item` on a (non-transactional) pipeline: HSET, then ZADD NX (docs/design.md, section 5b).

@@ -95,7 +95,10 @@ class SinkWorker:
         self._in_flight: dict[str, asyncio.Task[None]] = {}
         self._notifying: set[asyncio.Task[None]] = set()
         self._to_ack: list[str] = []
+        self._to_mark: list[str] = []  # ledger keys marked delivered with the next ack
         self._acking: set[str] = set()
+        # Ungrouped sinks with a ledger reserve in the take and mark in the ack (bridge/delivery/queue.py).
+        self._ledger = dispatcher.ledger_for(route) if grouper is None else None
         self._acker: asyncio.Task[None] | None = None
 
     @property
@@ -139,7 +142,8 @@ class SinkWorker:
                 await pause(stop, self._wake, IDLE_POLL_S)
                 continue
             try:
-                taken = await self.queue.take(free)
+                reserve = self._ledger.reserve_spec(self.name) if self._ledger is not None else None
+                taken = await self.queue.take(free, reserve=reserve)
             except REDIS_ERRORS as exc:
                 log.warning("sink %s: queue take failed (%s); retrying", self.name, type(exc).__name__)
                 await pause(stop, asyncio.Event(), ERROR_PAUSE_S)
@@ -160,26 +164,43 @@ class SinkWorker:
         task.add_done_callback(done)
 
     async def _handle(self, item: Taken) -> None:
+        if item.state == "duplicate":  # already in the ledger: the take dropped it
+            log.info("sink %s: %s already delivered (ledger)", self.name, item.id)
+            self._dispatcher.count_duplicate(self.route)
+            return
         try:
             alert = Alert.model_validate_json(item.body)
         except (ValidationError, ValueError):
             await self._unreadable(item)
             return
         try:
+            mark = None
             if self._grouper is not None:
                 await self._grouper.add(alert)
             else:
-                await self._dispatcher.deliver_one(self.route, alert)
-            self._ack_soon(item.id)
+                token = item.token if item.state == "reserved" else None
+                result = await self._dispatcher.deliver_one(
+                    self.route, alert, token=token, mark_later=self._ledger is not None
+                )
+                mark = result.mark
+            self._ack_soon(item.id, mark)
         except REDIS_ERRORS as exc:  # stays leased: taken again when the lease runs out
             log.warning("sink %s: outcome of %s not recorded (%s); it will be retried",
                         self.name, alert.idempotency_key, type(exc).__name__)
         except Exception:
             log.exception("sink %s: delivery error on %s; it will be retried", self.name, alert.idempotency_key)
 
-    def _ack_soon(self, item: str) -> None:
-        """Acks of items finished within a few ms go out as one script call."""
+    def _ack_soon(self, item: str, mark: str | None = None) -> None:
+        """Acks (and ledger marks) of items finished within a few ms go out as one script call.
+
+        The acker is its own task: a cancelled delivery never cancels the mark of a send that
+        succeeded. A crash before the flush leaves the item leased and its reservation in place:
+        it is taken again after the lease and sent again with the same Idempotency-Key once the
+        reservation expires, as for a crash between a send and its mark.
+        """
         self._to_ack.append(item)
+        if mark is not None:
+            self._to_mark.append(mark)
         if self._acker is None or self._acker.done():
             self._acker = asyncio.create_task(self._ack_after(ACK_DELAY_S))
 
@@ -194,9 +215,14 @@ class SinkWorker:
 
     async def _flush_acks(self) -> None:
         batch, self._to_ack = self._to_ack, []
+        marks, self._to_mark = self._to_mark, []
         self._acking.update(batch)
         try:
-            await self.queue.ack(*batch)
+            ledger = self._ledger
+            if marks and ledger is not None:
+                await self.queue.ack(*batch, marks=marks, mark_value=ledger.mark_value(), ttl_s=ledger.ttl_s)
+            else:
+                await self.queue.ack(*batch)
         finally:
             self._acking.difference_update(batch)
 
