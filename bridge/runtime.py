@@ -112,7 +112,8 @@ async def open_runtime(
         kinds = Built([])
         try:
             summarizer = build_summarizer(
-                settings, runbooks, client, http, metrics, health, cache_writes=cache_writes
+                settings, runbooks, client, http, metrics, health,
+                cache_writes=cache_writes, batch_cache_writes=cache_writes,
             )
             dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout)
             source = RedisListSource(client, settings.sources, settings.redis.consumer_id)

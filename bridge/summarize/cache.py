@@ -9,10 +9,14 @@ poll the cache while that lead lives, and call the gateway themselves only
 if it ends without an answer (the leader fell back, or was killed -9).
 The cache is an optimisation: a Redis error is a miss, never a failure.
 
-Hot path, one round trip each side of the gateway call: `begin` reads the cache
-and, on a miss, takes the lead in one script; `end` writes the answer and drops
-the lead in one script. Both keys carry the `{<fingerprint>}` tag, so each script
-touches one cluster slot.
+Hot path: `begin` reads the cache and, on a miss, takes the lead in one script
+(one round trip); `end` writes the answer and drops the lead. Both keys carry the
+`{<fingerprint>}` tag, so each script touches one cluster slot. With
+`batch_writes` (the service) the answers of the next few ms go out in one
+pipeline (SET answer, DEL lead per cause: once the answer is cached, whose lead
+it was no longer matters, every replica reads the cache first); answers waiting
+for that write are served to this process from memory. A fallback (no answer)
+drops the lead at once, by token.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 _CACHE_ERRORS = (RedisError, OSError, TimeoutError)
 CACHE_TIMEOUT_S = 2.0  # a slow cache must not hold up a summary
+WRITE_DELAY_S = 0.005  # batched answers: gathered this long, then written in one pipeline
 FOLLOW_POLL_S = 0.1  # how often a replica waiting on another's gateway call reads the cache
 LEAD_TTL_S = 5.0  # a lead's expiry, renewed while its call runs: a leader killed -9 frees it this fast
 _RENEW = """
@@ -68,12 +73,21 @@ class SummaryCache:
     """`dlq_bridge:summary:<fingerprint>` → the five-key draft JSON, with a TTL."""
 
     def __init__(
-        self, client: redis.Redis, ttl_s: int, runbook_ids: Collection[str], *, writes: bool = True
+        self,
+        client: redis.Redis,
+        ttl_s: int,
+        runbook_ids: Collection[str],
+        *,
+        writes: bool = True,
+        batch_writes: bool = False,
     ) -> None:
         self._client = client
         self._ttl_s = ttl_s
         self._runbook_ids = runbook_ids
         self._writes = writes  # False: read-only (a dry run leaves no trace)
+        self._batch_writes = batch_writes
+        self._pending: dict[str, SummaryDraft] = {}  # answers waiting for the batched write
+        self._writer: asyncio.Task[None] | None = None
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._begin = client.register_script(_BEGIN)
@@ -115,6 +129,8 @@ class SummaryCache:
         """`get`, then `lead` on a miss, in one round trip: (cached draft, None) or (None, lead token or None)."""
         if not self.enabled or not self._writes or not fingerprint:
             return await self.get(fingerprint), await self.lead(fingerprint, hold_s)
+        if fingerprint in self._pending:
+            return self._pending[fingerprint], None
         token = secrets.token_hex(8)
         names = [keys.summary(fingerprint), keys.summary_lead(fingerprint)]
         try:
@@ -132,6 +148,11 @@ class SummaryCache:
         """`put` the answer (if any) and `release` the lead, in one round trip."""
         if not self.enabled or not self._writes or not fingerprint:
             return
+        if draft is not None and self._batch_writes:
+            self._pending[fingerprint] = draft
+            if self._writer is None or self._writer.done():
+                self._writer = asyncio.create_task(self._write_soon())
+            return
         value = draft.model_dump_json() if draft is not None else ""
         try:
             async with asyncio.timeout(CACHE_TIMEOUT_S):
@@ -139,6 +160,33 @@ class SummaryCache:
                                 args=[token, value, self._ttl_s])
         except _CACHE_ERRORS as exc:
             log.warning("summary cache write failed (%s); continuing (the lead expires)", type(exc).__name__)
+
+    async def _write_soon(self) -> None:
+        while self._pending:
+            await asyncio.sleep(WRITE_DELAY_S)
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Write the batched answers (and drop their leads) in one pipeline; an error is logged, not raised."""
+        batch, self._pending = self._pending, {}
+        if not batch:
+            return
+        try:
+            async with asyncio.timeout(CACHE_TIMEOUT_S), self._client.pipeline(transaction=False) as pipe:
+                for fingerprint, draft in batch.items():
+                    pipe.set(keys.summary(fingerprint), draft.model_dump_json(), ex=self._ttl_s)
+                    pipe.delete(keys.summary_lead(fingerprint))
+                await pipe.execute()
+        except _CACHE_ERRORS as exc:
+            log.warning("summary cache write failed (%s); continuing (the leads expire)", type(exc).__name__)
+
+    async def aclose(self) -> None:
+        """Write what is still batched (a stop)."""
+        if self._writer is not None and not self._writer.done():
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+        await self.flush()
 
     async def lead(self, fingerprint: str, hold_s: float = LEAD_TTL_S) -> str | None:
         """A token when this replica should ask the gateway; None while another replica is asking.

@@ -27,8 +27,10 @@ def build_summarizer(
     health: Health,
     *,
     cache_writes: bool = True,
+    batch_cache_writes: bool = False,
 ) -> Summarizer:
-    """`cache_writes=False` keeps the summary cache read-only (`summarize` without --cache)."""
+    """`cache_writes=False` keeps the summary cache read-only (`summarize` without --cache);
+    `batch_cache_writes`: answers written a few ms later in batches (the service's drain)."""
     fallback = FallbackSummarizer(runbooks, settings.severity_for)
     oc = settings.openclaw
     if oc is None:
@@ -38,7 +40,7 @@ def build_summarizer(
     return OpenClawSummarizer(
         oc,
         GatewayClient(oc, http, metrics),
-        SummaryCache(client, oc.cache_ttl_s, ids, writes=cache_writes),
+        SummaryCache(client, oc.cache_ttl_s, ids, writes=cache_writes, batch_writes=batch_cache_writes),
         fallback,
         ids,
         load_system_prompt(runbooks.catalogue()),

@@ -206,4 +206,4 @@ class OpenClawSummarizer:
             self._health.set("gateway", Status.OK, "closed")
 
     async def aclose(self) -> None:
-        return None
+        await self._cache.aclose()
