@@ -5,7 +5,7 @@
 
 The first line drains `--entries` distinct failures (instant local peers, the bench
 settings of bench_throughput) under py-spy. The second reads the collapsed stacks and
-charges each busy sample (threads waiting are left out) to one part: the first frame,
+charges each busy sample (threads waiting and start-up are left out) to one part: the first frame,
 from the root, of a library or bridge module of a known part (so JSON inside httpx is
 HTTP); the event loop when only asyncio/uvloop frames are found; garbage collection
 wherever it interrupts. The shares are scaled to the CPU ms/entry bench_throughput
@@ -31,6 +31,7 @@ PARTS: list[tuple[str, re.Pattern[str]]] = [
     ("metrics", re.compile(r"[(/]prometheus_client/")),
     ("asyncio / event loop", re.compile(r"[(/]asyncio/|uvloop|loop\.c:|_asynciomodule")),
 ]
+START_UP = re.compile(r"_find_and_load|freeze_heap|open_runtime|PeersProcess|push_entries")
 IDLE = re.compile(r"epoll_p?wait|SimpleQueue_get|pthread_cond_timedwait|PyThread_acquire_lock_timed|"
                   r"_wait_for_tstate_lock|Event\.wait \(threading")
 
@@ -55,6 +56,8 @@ def breakdown(path: Path, entries: int, cpu_ms: float) -> None:
         stack, _, count = line.rpartition(" ")
         if IDLE.search(stack):
             idle += int(count)
+            continue
+        if START_UP.search(stack):  # imports, start-up and the bench's own set-up: not per entry
             continue
         parts[part_of(stack)] += int(count)
     total = sum(parts.values())

@@ -6,7 +6,11 @@ one process never collide.
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+M = TypeVar("M", Counter, Gauge, Histogram)
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
@@ -16,6 +20,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
         self.dlq_depth = Gauge("dlq_bridge_dlq_depth", "Entries waiting in each DLQ", ["source"], registry=r)
         self.sources_tracked = Gauge(
@@ -117,6 +122,17 @@ class Metrics:
             registry=r,
         )
         self.loop_tick = Gauge("dlq_bridge_loop_tick_timestamp_seconds", "Last tick of the main loop", registry=r)
+
+    def child(self, metric: M, *values: str) -> M:
+        """`metric.labels(*values)`, looked up once (hot paths count on it per entry).
+
+        Only for series that are never removed (counters and histograms by outcome or sink).
+        """
+        key = (id(metric), values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*values)
+        return found
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -234,7 +234,7 @@ class Pipeline:
         self._metrics.entries.labels("error").inc()
 
     def count(self, outcome: str, started: float) -> None:
-        self._metrics.entries.labels(outcome).inc()
+        self._metrics.child(self._metrics.entries, outcome).inc()
         self._metrics.entry_seconds.observe(time.monotonic() - started)
         self.processed += 1
 
@@ -367,7 +367,7 @@ class Pipeline:
         routed = [route.sink.name for route in self._dispatcher.routed(alert)]
         await self._hand_off(claimed, alert, routed)
         outcome = "poison" if dead_letter.parse_error else "alerted"
-        self._metrics.entries.labels(outcome).inc()
+        self._metrics.child(self._metrics.entries, outcome).inc()
         self._metrics.entry_seconds.observe(time.monotonic() - claimed.claimed_at)
         self.processed += 1
 
@@ -403,7 +403,7 @@ class Pipeline:
 
     async def _alert_for(self, dead_letter: DeadLetter) -> Alert:
         summary = await self._summarizer.summarize(dead_letter)
-        self._metrics.summaries.labels(summary.source.value, summary.fallback_reason or "").inc()
+        self._metrics.child(self._metrics.summaries, summary.source.value, summary.fallback_reason or "").inc()
         url = self._runbook_url(summary.runbook_hint) if summary.runbook_hint else None
         severity = self._severity.route(dead_letter.queue, summary.severity)
         return Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url)

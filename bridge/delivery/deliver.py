@@ -186,7 +186,7 @@ class Deliverer:
             self._metrics.delivery_attempts.labels(name, "permanent").inc()
             log.exception("sink %s: unexpected error", name)
             raise SinkPermanent(name, f"unexpected {type(exc).__name__}") from None
-        self._metrics.delivery_attempts.labels(name, "ok").inc()
+        self._metrics.child(self._metrics.delivery_attempts, name, "ok").inc()
 
     def _log_retry(self, name: str) -> Callable[[RetryCallState], None]:
         def before_sleep(state: RetryCallState) -> None:

@@ -114,9 +114,9 @@ class Dispatcher:
 
     def _count(self, route: Route, result: Result, started: float) -> None:
         name = route.sink.name
-        self._metrics.deliveries.labels(name, result.outcome).inc()
+        self._metrics.child(self._metrics.deliveries, name, result.outcome).inc()
         if result.outcome != "duplicate":
-            self._metrics.delivery_seconds.labels(name).observe(time.monotonic() - started)
+            self._metrics.child(self._metrics.delivery_seconds, name).observe(time.monotonic() - started)
 
     async def _record(
         self,

@@ -82,7 +82,7 @@ class GatewayClient:
             outcome = exc.reason
             raise
         finally:
-            self._metrics.gateway_seconds.labels(outcome).observe(time.monotonic() - started)
+            self._metrics.child(self._metrics.gateway_seconds, outcome).observe(time.monotonic() - started)
 
     async def _post(self, messages: list[dict[str, str]]) -> Any:
         timeout = self._settings.timeout_s
