@@ -12,6 +12,7 @@ shared placeholder: a secret-looking id keeps a digest of the original,
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Callable
@@ -30,6 +31,7 @@ MAX_KEY_CHARS = 128
 TOO_DEEP = "[TRUNCATED: nested too deeply]"
 
 
+@functools.lru_cache(maxsize=4096)  # the same field names come back with every entry
 def is_sensitive_key(name: str) -> bool:
     """True when a key's value is a secret: `apiKey`, `API-KEY`, `db_pass`, `pin` (not `spinner`)."""
     name = name[:MAX_KEY_CHARS]
@@ -122,15 +124,27 @@ Needles = Callable[[str], bool]  # may the rule match? (on the case-folded text)
 
 
 def _any(*needles: str) -> Needles:
-    return lambda folded: any(needle in folded for needle in needles)
+    def check(folded: str) -> bool:
+        for needle in needles:  # noqa: SIM110  # a loop, no generator: runs for every rule on every string
+            if needle in folded:
+                return True
+        return False
+
+    return check
 
 
 def _all(*checks: Needles) -> Needles:
-    return lambda folded: all(check(folded) for check in checks)
+    def check(folded: str) -> bool:
+        for one in checks:  # noqa: SIM110  # as in _any
+            if not one(folded):
+                return False
+        return True
+
+    return check
 
 
 def _digits_at_least(count: int) -> Needles:
-    return lambda folded: sum(folded.count(digit) for digit in "0123456789") >= count
+    return lambda folded: len(folded) >= count and sum(map(folded.count, "0123456789")) >= count
 
 
 @dataclass(frozen=True)
@@ -194,12 +208,17 @@ def redact_value(value: Any, depth: int = 0) -> Any:
     if depth >= MAX_DEPTH:
         return TOO_DEEP
     if isinstance(value, dict):
-        return {redact_text(str(k)[:MAX_KEY_CHARS]): _redact_item(str(k), v, depth) for k, v in value.items()}
+        return {_redact_key(str(k)): _redact_item(str(k), v, depth) for k, v in value.items()}
     if isinstance(value, list):
         return [redact_value(v, depth + 1) for v in value]
     if isinstance(value, str):
         return redact_text(value)
     return value
+
+
+@functools.lru_cache(maxsize=4096)  # the same field names come back with every entry
+def _redact_key(key: str) -> str:
+    return redact_text(key[:MAX_KEY_CHARS])
 
 
 def _redact_item(key: str, value: Any, depth: int) -> Any:
