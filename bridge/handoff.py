@@ -23,11 +23,11 @@ leaves them in the outbox for `sweep`, as any forward that failed.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import orjson
 import redis.asyncio as redis
 from redis.exceptions import RedisError
 
@@ -68,12 +68,12 @@ class Parcel:
     sinks: list[str]
     alert: str  # Alert JSON
 
-    def encode(self) -> str:
-        return json.dumps({"id": self.id, "ms": self.ms, "sinks": self.sinks, "alert": self.alert})
+    def encode(self) -> bytes:
+        return orjson.dumps({"id": self.id, "ms": self.ms, "sinks": self.sinks, "alert": self.alert})
 
     @classmethod
     def decode(cls, raw: bytes | str) -> Parcel:
-        data = json.loads(raw)
+        data = orjson.loads(raw)
         return cls(str(data["id"]), int(data["ms"]), [str(s) for s in data["sinks"]], str(data["alert"]))
 
 

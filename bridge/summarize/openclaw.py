@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 import httpx
+import orjson
 
 from bridge.errors import SummaryError
 from bridge.http import parse_retry_after
@@ -55,6 +56,7 @@ class GatewayClient:
         self._http = http
         self._metrics = metrics
         self.url = settings.url + CHAT_PATH
+        self._headers = {**gateway_headers(settings), "Content-Type": "application/json"}
 
     def headers(self) -> dict[str, str]:
         return gateway_headers(self._settings)
@@ -89,7 +91,7 @@ class GatewayClient:
         try:
             async with asyncio.timeout(timeout):
                 response = await self._http.post(
-                    self.url, json=self.body(messages), headers=self.headers(), timeout=timeout
+                    self.url, content=orjson.dumps(self.body(messages)), headers=self._headers, timeout=timeout
                 )
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             # httpx-aiohttp reports a refused connection as ConnectTimeout: both are "unreachable"
@@ -103,6 +105,6 @@ class GatewayClient:
         if not response.is_success:
             raise SummaryError(f"http_{response.status_code}", "gateway refused the request")
         try:
-            return response.json()
+            return orjson.loads(response.content)  # orjson: the request and reply JSON at a tenth of the CPU
         except ValueError:
             raise SummaryError("invalid_json", "gateway response is not JSON") from None
