@@ -7,7 +7,8 @@ The first line drains `--entries` distinct failures (instant local peers, the be
 settings of bench_throughput) under py-spy. The second reads the collapsed stacks and
 charges each busy sample (threads waiting and start-up are left out) to one part: the first frame,
 from the root, of a library or bridge module of a known part (so JSON inside httpx is
-HTTP); the event loop when only asyncio/uvloop frames are found; garbage collection
+HTTP); the event loop when asyncio/uvloop frames come after the last bridge frame
+(the loop itself, or bridge code calling into asyncio); garbage collection
 wherever it interrupts. The shares are scaled to the CPU ms/entry bench_throughput
 measured (`--cpu-ms`).
 """
@@ -40,13 +41,16 @@ def part_of(stack: str) -> str:
     frames = stack.split(";")
     if any(PARTS[0][1].search(f) for f in frames):
         return PARTS[0][0]
-    loop = False
-    for frame in frames:
+    last_loop = last_bridge = -1
+    for index, frame in enumerate(frames):
         for name, pattern in PARTS[1:-1]:
             if pattern.search(frame):
                 return name
-        loop = loop or bool(PARTS[-1][1].search(frame))
-    return PARTS[-1][0] if loop else "bridge and the rest"
+        if PARTS[-1][1].search(frame):
+            last_loop = index
+        elif "bridge/" in frame:
+            last_bridge = index
+    return PARTS[-1][0] if last_loop > last_bridge else "bridge and the rest"
 
 
 def breakdown(path: Path, entries: int, cpu_ms: float) -> None:

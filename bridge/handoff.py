@@ -14,7 +14,8 @@ fixed at hand-off) and drops it from the outbox. Anything left in an outbox
 which every replica runs; forwarding twice is harmless because the item id is
 the same and the delivery ledger stops a second send.
 
-Hot path: 1 round trip per entry (the hand-off script). The forward is batched:
+Hot path: the hand-offs of one source within a few ms go in one script call (the
+same steps per entry, all on the source's slot). The forward is batched too:
 the parcels handed off within a few ms go to each sink queue in one script per
 sink, then leave their outboxes in one HDEL per outbox. A crash before that
 leaves them in the outbox for `sweep`, as any forward that failed.
@@ -32,6 +33,7 @@ import redis.asyncio as redis
 from redis.exceptions import RedisError
 
 from bridge import keys
+from bridge.batching import Batcher
 from bridge.delivery.queue import SinkQueue, item_id, now_ms
 from bridge.models import Alert
 from bridge.sources.base import Claimed
@@ -47,6 +49,25 @@ if ARGV[4] ~= '' then redis.call('HSET', KEYS[3], ARGV[3], ARGV[4]) end
 redis.call('DEL', KEYS[4])
 return 1
 """
+# The hand-off of several entries of one source at once (the hot path): KEYS processing, archive,
+# outbox, then each entry's claim counter; ARGV the archive length, then raw, parcel id, parcel per entry.
+HANDOFF_MANY_LUA = """
+local trim, out, pushed = tonumber(ARGV[1]), {}, false
+for i = 1, #KEYS - 3 do
+  local raw, id, parcel = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
+  if redis.call('LREM', KEYS[1], -1, raw) == 0 then
+    out[i] = 0
+  else
+    redis.call('LPUSH', KEYS[2], raw)
+    pushed = true
+    if parcel ~= '' then redis.call('HSET', KEYS[3], id, parcel) end
+    redis.call('DEL', KEYS[3 + i])
+    out[i] = 1
+  end
+end
+if pushed and trim > 0 then redis.call('LTRIM', KEYS[2], 0, trim - 1) end
+return out
+"""
 # The hand-off of a kind record (docs/design.md, section 2b): no processing list, no claim
 # counter (a kind relies on its own lease or redelivery); archive + outbox on the `{<source name>}` slot.
 KIND_HANDOFF_LUA = """
@@ -57,6 +78,8 @@ return 1
 """
 SWEEP_BATCH = 200
 FLUSH_DELAY_S = 0.005
+HANDOFF_DELAY_S = 0.005  # hand-offs of one source within this window share one script call
+HANDOFF_BATCH = 32
 
 
 @dataclass(frozen=True)
@@ -95,6 +118,10 @@ class HandOff:
         self._on_enqueued = on_enqueued
         self._script = client.register_script(HANDOFF_LUA)
         self._kind_script = client.register_script(KIND_HANDOFF_LUA)
+        self._many_script = client.register_script(HANDOFF_MANY_LUA)
+        self._batcher: Batcher[str, tuple[Claimed, Parcel | None], bool] = Batcher(
+            self._finish_many, HANDOFF_DELAY_S, HANDOFF_BATCH
+        )
         self._forwarded: dict[str, list[str]] = {}
         self._to_forward: list[tuple[str, Parcel]] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -111,6 +138,11 @@ class HandOff:
         parcel = self._parcel(alert, sinks) if sinks else None
         source = claimed.source_key
         outbox = keys.outbox(source)
+        if not quarantine:  # the hot path: with the other hand-offs of this source of the next few ms
+            done = await self._batcher.submit(source, (claimed, parcel))
+            if done and parcel is not None:
+                self._forward_soon(outbox, parcel)
+            return done
         target, trim = (keys.quarantine(source), 0) if quarantine else (keys.alerted(source), self._archive_max)
         names = [keys.processing(source, self._consumer), target, outbox, keys.claims(source, claimed.digest)]
         done = await self._script(
@@ -120,6 +152,16 @@ class HandOff:
         if done and parcel is not None:
             self._forward_soon(outbox, parcel)
         return bool(done)
+
+    async def _finish_many(self, source: str, batch: list[tuple[Claimed, Parcel | None]]) -> list[bool]:
+        """One script for the hand-offs of one source (see HANDOFF_MANY_LUA); True per entry finished."""
+        names = [keys.processing(source, self._consumer), keys.alerted(source), keys.outbox(source)]
+        names += [keys.claims(source, claimed.digest) for claimed, _ in batch]
+        args: list[bytes | str | int] = [self._archive_max]
+        for claimed, parcel in batch:
+            args += [claimed.raw, parcel.id if parcel else "", parcel.encode() if parcel else ""]
+        done = await self._many_script(keys=[keys.encode(name) for name in names], args=args)
+        return [bool(flag) for flag in done]
 
     async def finish_kind(self, source_name: str, raw: bytes, alert: Alert, routed_sinks: Sequence[str]) -> None:
         """Archive a kind record in `dlq_bridge:alerted:{<source name>}` and hand its alert off.

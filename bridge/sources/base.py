@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ class Claimed:
     claimed_at: float = field(default=0.0, compare=False)
     claims: int = field(default=0, compare=False)
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
         return entry_digest(self.raw)
 
