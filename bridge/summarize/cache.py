@@ -10,7 +10,9 @@ if it ends without an answer (the leader fell back, or was killed -9).
 The cache is an optimisation: a Redis error is a miss, never a failure.
 
 Hot path: `begin` reads the cache and, on a miss, takes the lead in one script
-(one round trip); `end` writes the answer and drops the lead. Both keys carry the
+(one round trip; in the service, the reads of the next 2 ms share one pipeline of
+GET + SET NX per cause, a lead taken beside a hit being dropped with the next
+batched write); `end` writes the answer and drops the lead. Both keys carry the
 `{<fingerprint>}` tag, so each script touches one cluster slot. With
 `batch_writes` (the service) the answers of the next few ms go out in one
 pipeline (SET answer, DEL lead per cause: once the answer is cached, whose lead
@@ -34,6 +36,7 @@ import redis.asyncio as redis
 from redis.exceptions import RedisError
 
 from bridge import keys
+from bridge.batching import Batcher
 from bridge.errors import SummaryError
 from bridge.models import SummaryDraft
 from bridge.summarize.reply import validate_draft
@@ -44,6 +47,8 @@ T = TypeVar("T")
 _CACHE_ERRORS = (RedisError, OSError, TimeoutError)
 CACHE_TIMEOUT_S = 2.0  # a slow cache must not hold up a summary
 WRITE_DELAY_S = 0.005  # batched answers: gathered this long, then written in one pipeline
+READ_DELAY_S = 0.002  # batched reads (`begin` in the service): gathered this long
+READ_BATCH = 64
 FOLLOW_POLL_S = 0.1  # how often a replica waiting on another's gateway call reads the cache
 LEAD_TTL_S = 5.0  # a lead's expiry, renewed while its call runs: a leader killed -9 frees it this fast
 _RENEW = """
@@ -87,7 +92,11 @@ class SummaryCache:
         self._writes = writes  # False: read-only (a dry run leaves no trace)
         self._batch_writes = batch_writes
         self._pending: dict[str, SummaryDraft] = {}  # answers waiting for the batched write
+        self._idle_leads: set[str] = set()  # leads a batched read took beside a cache hit: dropped with the writes
         self._writer: asyncio.Task[None] | None = None
+        self._reads: Batcher[None, tuple[str, str, int], tuple[bytes | None, bool]] = Batcher(
+            self._begin_many, READ_DELAY_S, READ_BATCH
+        )
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._begin = client.register_script(_BEGIN)
@@ -133,9 +142,12 @@ class SummaryCache:
             return self._pending[fingerprint], None
         token = secrets.token_hex(8)
         names = [keys.summary(fingerprint), keys.summary_lead(fingerprint)]
+        hold_ms = max(1, int(hold_s * 1000))
         try:
             async with asyncio.timeout(CACHE_TIMEOUT_S):
-                hit, value = await self._begin(keys=names, args=[token, max(1, int(hold_s * 1000))])
+                if self._batch_writes:
+                    return await self._begin_batched(fingerprint, token, hold_ms)
+                hit, value = await self._begin(keys=names, args=[token, hold_ms])
         except _CACHE_ERRORS as exc:
             log.warning("summary cache read failed (%s); treating as a miss, asking the gateway", type(exc).__name__)
             return None, token
@@ -143,6 +155,32 @@ class SummaryCache:
             draft = self._decode(value)
             return (draft, None) if draft is not None else (None, await self.lead(fingerprint, hold_s))
         return None, token if int(value) else None
+
+    async def _begin_batched(
+        self, fingerprint: str, token: str, hold_ms: int
+    ) -> tuple[SummaryDraft | None, str | None]:
+        """`begin` in a pipeline shared with the reads of the next few ms: GET, and SET NX the lead
+        alongside (no script: a cache hit's needless lead is dropped with the next batched write)."""
+        raw, taken = await self._reads.submit(None, (fingerprint, token, hold_ms))
+        draft = self._decode(raw) if raw is not None else None
+        if draft is not None:
+            if taken:
+                self._drop_lead_soon(fingerprint)
+            return draft, None
+        return None, token if taken else None
+
+    async def _begin_many(self, _key: None, reads: list[tuple[str, str, int]]) -> list[tuple[bytes | None, bool]]:
+        async with self._client.pipeline(transaction=False) as pipe:
+            for fingerprint, token, hold_ms in reads:
+                pipe.get(keys.summary(fingerprint))
+                pipe.set(keys.summary_lead(fingerprint), token, nx=True, px=hold_ms)
+            replies = await pipe.execute()
+        return [(replies[i], bool(replies[i + 1])) for i in range(0, len(replies), 2)]
+
+    def _drop_lead_soon(self, fingerprint: str) -> None:
+        self._idle_leads.add(fingerprint)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_soon())
 
     async def end(self, fingerprint: str, token: str, draft: SummaryDraft | None) -> None:
         """`put` the answer (if any) and `release` the lead, in one round trip."""
@@ -162,19 +200,22 @@ class SummaryCache:
             log.warning("summary cache write failed (%s); continuing (the lead expires)", type(exc).__name__)
 
     async def _write_soon(self) -> None:
-        while self._pending:
+        while self._pending or self._idle_leads:
             await asyncio.sleep(WRITE_DELAY_S)
             await self.flush()
 
     async def flush(self) -> None:
         """Write the batched answers (and drop their leads) in one pipeline; an error is logged, not raised."""
         batch, self._pending = self._pending, {}
-        if not batch:
+        idle, self._idle_leads = self._idle_leads, set()
+        if not batch and not idle:
             return
         try:
             async with asyncio.timeout(CACHE_TIMEOUT_S), self._client.pipeline(transaction=False) as pipe:
                 for fingerprint, draft in batch.items():
                     pipe.set(keys.summary(fingerprint), draft.model_dump_json(), ex=self._ttl_s)
+                    pipe.delete(keys.summary_lead(fingerprint))
+                for fingerprint in idle - set(batch):
                     pipe.delete(keys.summary_lead(fingerprint))
                 await pipe.execute()
         except _CACHE_ERRORS as exc:
