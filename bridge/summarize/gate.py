@@ -139,11 +139,20 @@ class FleetGate:
         self._report = client.register_script(REPORT)
         self.local = LocalGate(settings)
         self._clear_until = 0.0
+        self._reading_clear = False  # a call re-reads a breaker that was clear: the others need not
 
     async def admit(self) -> Admission:
         s = self._settings
-        if s.calls_per_minute == 0 and time.monotonic() < self._clear_until:
-            return Admission("ok")
+        if s.calls_per_minute == 0 and (time.monotonic() < self._clear_until or self._reading_clear):
+            return Admission("ok")  # clear a moment ago, and one call is reading it again right now
+        self._reading_clear = s.calls_per_minute == 0 and self._clear_until > 0
+        try:
+            return await self._admit_in_redis()
+        finally:
+            self._reading_clear = False
+
+    async def _admit_in_redis(self) -> Admission:
+        s = self._settings
         args: list[str | int] = [_ms(s.breaker_cooldown_s), _ms(s.timeout_s + 5.0), s.calls_per_minute,
                 uuid.uuid4().hex, KEEP_MS]
         try:
@@ -166,12 +175,12 @@ class FleetGate:
         return await self._send("success")
 
     async def failure(self) -> GateState:
-        self._clear_until = 0.0
+        self._clear_until, self._reading_clear = 0.0, False
         await self.local.failure()
         return await self._send("failure")
 
     async def pause(self, seconds: float) -> GateState:
-        self._clear_until = 0.0
+        self._clear_until, self._reading_clear = 0.0, False
         await self.local.pause(seconds)
         return await self._send("pause", seconds)
 
