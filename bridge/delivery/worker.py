@@ -59,14 +59,14 @@ class Grouper(Protocol):
 
 
 async def pause(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> None:
-    """Wait for `wake`, `stop` or `seconds`, whichever comes first; then clear `wake`."""
+    """Wait for `wake` or `seconds`, whichever comes first (at once when `stop` is set); then clear `wake`.
+
+    No task per pause: the caller makes sure `stop` also sets `wake` (`SinkWorker.run` relays it).
+    """
     if not stop.is_set() and not wake.is_set():
-        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
-        try:
-            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiter in waiters:
-                waiter.cancel()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await wake.wait()
     wake.clear()
 
 
@@ -92,6 +92,7 @@ class SinkWorker:
         self._grouper = grouper
         self._undeliverable = undeliverable
         self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()  # set (with `_wake`) once `stop` is: the other pauses end
         self._in_flight: dict[str, asyncio.Task[None]] = {}
         self._notifying: set[asyncio.Task[None]] = set()
         self._to_ack: list[str] = []
@@ -114,7 +115,8 @@ class SinkWorker:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until `stop`; then finish what is in flight. Cancelled: unfinished leases go back."""
-        loops = [self._take_loop(stop), self._renew_loop(stop)]
+        self._stopping.clear()
+        loops = [self._relay_stop(stop), self._take_loop(stop), self._renew_loop(stop)]
         if self._grouper is not None:
             loops.append(self._notify_loop(stop, self._grouper))
         tasks = [asyncio.create_task(loop) for loop in loops]
@@ -135,6 +137,11 @@ class SinkWorker:
             if unfinished:
                 await asyncio.shield(self.queue.release(unfinished))
 
+    async def _relay_stop(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._stopping.set()
+        self._wake.set()
+
     async def _take_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             free = self._concurrency - len(self._in_flight)
@@ -146,7 +153,7 @@ class SinkWorker:
                 taken = await self.queue.take(free, reserve=reserve)
             except REDIS_ERRORS as exc:
                 log.warning("sink %s: queue take failed (%s); retrying", self.name, type(exc).__name__)
-                await pause(stop, asyncio.Event(), ERROR_PAUSE_S)
+                await pause(stop, self._stopping, ERROR_PAUSE_S)
                 continue
             if not taken:
                 await pause(stop, self._wake, IDLE_POLL_S)
@@ -238,14 +245,13 @@ class SinkWorker:
 
     async def _renew_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            await pause(stop, asyncio.Event(), self._lease_s / 3)
+            await pause(stop, self._stopping, self._lease_s / 3)
             try:
                 await self.queue.renew([*self._in_flight, *self._to_ack, *self._acking])
             except REDIS_ERRORS as exc:
                 log.warning("sink %s: lease renewal failed (%s)", self.name, type(exc).__name__)
 
     async def _notify_loop(self, stop: asyncio.Event, grouper: Grouper) -> None:
-        wake = asyncio.Event()
         while not stop.is_set():
             free = self._concurrency - len(self._notifying)
             due: Sequence[Notification] = []
@@ -258,7 +264,7 @@ class SinkWorker:
                 self._notifying.add(task)
                 task.add_done_callback(self._notifying.discard)
             if not due:
-                await pause(stop, wake, GROUP_POLL_S)
+                await pause(stop, self._stopping, GROUP_POLL_S)
 
     async def _notify(self, grouper: Grouper, notification: Notification) -> None:
         keeper = asyncio.create_task(self._keep_group(grouper, notification))
