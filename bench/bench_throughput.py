@@ -132,6 +132,7 @@ def bench_services(url: str, peers: PeersProcess, args: argparse.Namespace, proc
             wait_healthz(port, procs[-1])
         peers.wait_posts(1, 30)
         peers.reset()
+        others = cpu_seconds(peers.pid) + redis_cpu(url)
         cpu = sum(cpu_seconds(p.pid) for p in procs)
         started = time.time()
         client = redis.Redis.from_url(url)
@@ -140,12 +141,37 @@ def bench_services(url: str, peers: PeersProcess, args: argparse.Namespace, proc
             client.lpush(source, *[distinct_entry(i, "tp-services") for i in batch])
         stats = peers.wait_posts(args.entries, 600)
         cpu = sum(cpu_seconds(p.pid) for p in procs) - cpu
+        others = cpu_seconds(peers.pid) + redis_cpu(url) - others
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
     name = f"{processes} x `python -m bridge run`, aiohttp"
-    return {"name": name, "n": stats["webhook_posts"], "seconds": stats["last_post"] - started, "cpu": cpu, **stats}
+    return {"name": name, "n": stats["webhook_posts"], "seconds": stats["last_post"] - started, "cpu": cpu,
+            "others_cpu": others, "processes": processes, **stats}
+
+
+def redis_cpu(url: str) -> float:
+    """CPU seconds the Redis server has used (INFO cpu), children included."""
+    client = redis.Redis.from_url(url)
+    try:
+        info = client.info("cpu")
+    finally:
+        client.close()
+    return float(sum(v for k, v in info.items() if k.startswith("used_cpu_") and not k.endswith("_main_thread")))
+
+
+def report_ceiling(results: list[dict[str, Any]]) -> None:
+    """What N service processes could reach on this machine's cores, from the CPU each part spends per entry."""
+    cores = os.cpu_count() or 1
+    for r in results:
+        if "others_cpu" not in r:
+            continue
+        n, procs = r["n"], r["processes"]
+        bridge_ms, others_ms = r["cpu"] / n * 1000, r["others_cpu"] / n * 1000
+        ceiling = min(procs / bridge_ms, cores / (bridge_ms + others_ms)) * 1000
+        print(f"  {procs} process(es): bridge {bridge_ms:.2f} ms + peers and Redis {others_ms:.2f} ms CPU per entry; "
+              f"{cores} cores allow at most {ceiling:,.0f} entries/s (measured {n / r['seconds']:,.0f}/s)")
 
 
 class BaselineWorker:
@@ -258,6 +284,7 @@ def main() -> None:
     print(f"throughput: distinct failures, local peers ({gateway}, webhook receiver), sources.concurrency "
           f"{args.concurrency}, openclaw.max_concurrency {args.gateway_concurrency}")
     report(results, args.detail)
+    report_ceiling(results)
     services = {r["name"].split(" ")[0]: r["n"] / r["seconds"] for r in results if "bridge run" in r["name"]}
     if "1" in services and "2" in services:
         print(f"  2 processes / 1 process: {services['2'] / services['1']:.2f}x")
