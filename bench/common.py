@@ -115,9 +115,6 @@ async def drain(settings: Settings) -> float:
 
     async with open_runtime(settings) as runtime:
         freeze_heap()  # as the service does once started (bridge/app.py)
-        if os.environ.get("H14_GC"):
-            import gc
-            gc.set_threshold(int(os.environ["H14_GC"]), 10, 10)
         started = time.perf_counter()
         await runtime.pipeline.run(asyncio.Event(), burst=True)
         return time.perf_counter() - started
