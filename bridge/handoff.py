@@ -143,6 +143,14 @@ class HandOff:
         except RedisError as exc:  # the parcel waits in the outbox for `sweep`
             log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
 
+    async def forward_parcel(self, outbox: str, parcel: Parcel) -> None:
+        """Forward a parcel another script put in `outbox` (the resolve of a job that left a watched
+        store, `bridge.sources.leaving`); on a Redis error the outbox sweep repeats it."""
+        try:
+            await self._forward(outbox, parcel)
+        except RedisError as exc:
+            log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
+
     @staticmethod
     def _parcel(alert: Alert, sinks: list[str]) -> Parcel:
         ms = now_ms()
