@@ -15,6 +15,7 @@ from typing import Protocol, cast
 
 import redis.asyncio as aioredis
 
+from bridge.delivery.queue import now_ms as wall_ms
 from bridge.delivery.resolve import Reason
 from bridge.handoff import Parcel
 from bridge.sources.cursor import Cursor, Position
@@ -110,7 +111,7 @@ class WatchedSet:
         if reason is None or raw is None:
             await self._cursor.depart(position)  # trimmed by the producer (or no note): forget it
             return 0
-        parcel = _resolve_parcel(LeaveNote.decode(raw), reason, int(self._clock() * 1000))
+        parcel = _resolve_parcel(LeaveNote.decode(raw), reason, wall_ms())  # queue order is real time
         if not await self._cursor.depart(position, parcel.id, parcel.encode()):
             return 0  # another replica took this departure
         await forward(self._cursor.outbox, parcel)
