@@ -121,8 +121,11 @@ class KindDrain:
         while not stop.is_set():
             try:
                 queued = await source.check_leaving(handoff.forward_parcel)
+                for reason, count in queued.items():
+                    self._pipeline.metrics.resolves_queued.labels(keys.display(source.name), reason).inc(count)
                 if queued:
-                    log.info("source %s: %d alerted jobs left the store by hand; resolves queued", source.name, queued)
+                    log.info("source %s: %d alerted jobs left the store by hand; resolves queued",
+                             source.name, queued.total())
             except Exception as exc:  # the next check goes on; claim errors show on /healthz
                 log.warning("source %s: leave check failed (%s)", source.name, why_unreadable(exc))
             await _pause(stop, source.leave_check_s)

@@ -9,6 +9,7 @@ A kind supplies a `Mapper`: the id of a member, and the KindRecord of one member
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Protocol, cast
@@ -72,17 +73,17 @@ class WatchedSet:
         else:
             await self._cursor.finish_and_hold(position, note.encode())
 
-    async def check_leaving(self, forward: Forward) -> int:
-        """Look for held jobs gone from the store (see `bridge.sources.leaving`); returns resolves queued."""
+    async def check_leaving(self, forward: Forward) -> Counter[str]:
+        """Look for held jobs gone from the store (see `bridge.sources.leaving`); resolves queued, by reason."""
+        queued: Counter[str] = Counter()
         if self._judge is None:
-            return 0
-        queued = 0
+            return queued
         for _ in range(HELD_PAGES_PER_CHECK):
             self._held_scan, held = await self._cursor.held_page(self._held_scan, HELD_PAGE)
             present = await self._present(held)
             for position, here in zip(held, present, strict=True):
-                if not here:
-                    queued += await self._departed(position, forward)
+                if not here and (reason := await self._departed(position, forward)):
+                    queued[reason] += 1
             if self._held_scan == 0:
                 break
         return queued
@@ -104,18 +105,19 @@ class WatchedSet:
             any(self._mapper.member_id(bytes(m)) == p.member_id for m in row) for p, row in zip(held, rows, strict=True)
         ]
 
-    async def _departed(self, position: Position, forward: Forward) -> int:
+    async def _departed(self, position: Position, forward: Forward) -> Reason | None:
+        """The reason of a resolve this call queued; None for a trim, or a departure another replica took."""
         assert self._judge is not None
         reason = await self._judge.why_gone(self._store, self.key, position, self._clock())
         raw = await self._cursor.held_note(position.member_id) if reason else None
         if reason is None or raw is None:
             await self._cursor.depart(position)  # trimmed by the producer (or no note): forget it
-            return 0
+            return None
         parcel = _resolve_parcel(LeaveNote.decode(raw), reason, wall_ms())  # queue order is real time
         if not await self._cursor.depart(position, parcel.id, parcel.encode()):
-            return 0  # another replica took this departure
+            return None
         await forward(self._cursor.outbox, parcel)
-        return 1
+        return reason
 
     async def depth(self) -> int:
         mark = await self._cursor.watermark()
@@ -213,9 +215,12 @@ class WatchedSource:
         await watched.finish(Position(score=score, member_id=member_id), note)
         return True
 
-    async def check_leaving(self, forward: Forward) -> int:
+    async def check_leaving(self, forward: Forward) -> Counter[str]:
         """Every set's held jobs that left the store (`WatchedSet.check_leaving`)."""
-        return sum([await watched.check_leaving(forward) for watched in list(self._sets.values())])
+        queued: Counter[str] = Counter()
+        for watched in list(self._sets.values()):
+            queued += await watched.check_leaving(forward)
+        return queued
 
     async def depth(self) -> int:
         return sum([await watched.depth() for watched in self._sets.values()])

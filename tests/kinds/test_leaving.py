@@ -120,7 +120,7 @@ async def test_each_departure_is_taken_once_by_concurrent_replicas(
     for replica in replicas:
         await replica.rescan()
     counts = await asyncio.gather(*(r.check_leaving(forward) for r in replicas))
-    assert sum(counts) == 10
+    assert sum(c.total() for c in counts) == 10
     resolves = [parse_resolve(p.alert) for p in forwarded]
     assert sorted(r.dedup_key for r in resolves if r) == [f"j{i:02}" for i in range(5, 15)]
     assert clean_redis.zcard(keys.cursor_held("sk")) == 10, "the others are still held"
@@ -145,7 +145,7 @@ async def test_a_crash_right_after_the_departure_step_still_delivers_the_resolve
     await restarted.rescan()
     handoff = HandOff(clients[2], "bridge-2", 100, {})
     assert await handoff.sweep(0.0) == 1  # what every replica's upkeep runs
-    assert await restarted.check_leaving(handoff.forward_parcel) == 0, "taken once: not queued again"
+    assert not await restarted.check_leaving(handoff.forward_parcel), "taken once: not queued again"
     assert await handoff.sweep(0.0) == 0
     [taken] = await SinkQueue(clients[2], "pd").take(10)
     resolve = parse_resolve(taken.body)
@@ -166,7 +166,7 @@ async def test_a_job_that_died_again_is_held_at_its_new_death_not_resolved_for_t
     async def forward(_outbox: str, parcel: Parcel) -> None:
         forwarded.append(parcel)
 
-    assert await source.check_leaving(forward) == 0
+    assert not await source.check_leaving(forward)
     assert clean_redis.zscore(keys.cursor_held("sk"), "a") == NOW - 1
 
 
@@ -202,6 +202,6 @@ async def test_a_check_walks_thousands_of_held_jobs_in_pages_and_finds_the_one_t
     async def forward(_outbox: str, parcel: Parcel) -> None:
         forwarded.append(parcel)
 
-    assert await source.check_leaving(forward) == 1
+    assert await source.check_leaving(forward) == {"retried": 1}
     assert [json.loads(p.alert)["dedup_key"] for p in forwarded] == ["1234"]
     assert await cursor.held_note("1234") is None

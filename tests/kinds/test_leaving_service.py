@@ -50,7 +50,7 @@ def config_text(redis_url: str, consumer: str, port: int, pd_url: str, kind: str
     return "\n".join(lines) + "\n"
 
 
-class LeavingService:
+class LeavingHarness:
     """Subclasses: the kind, its table, and its library's dead-letter, retry, delete and trim calls."""
 
     kind: ClassVar[str] = ""
@@ -138,7 +138,10 @@ class LeavingService:
     def resolved(self) -> Counter[str]:
         return Counter(e["dedup_key"] for e in self.events("resolve"))
 
-    # --- the tests ----------------------------------------------------------------------
+
+class LeavingService(LeavingHarness):
+    """The tests every owner-held kind runs."""
+
     async def test_a_retried_and_a_deleted_job_resolve_once_trimmed_jobs_do_not(self) -> None:
         await asyncio.to_thread(self.produce, 4)
         self.start("leave-a")
@@ -208,7 +211,7 @@ class TestSidekiqLeaving(LeavingService):
         producers.sidekiq_dead_set(self.redis_url, "kill", str(alive + 1), "1")
 
 
-class TestBullMQLeaving(LeavingService):
+class BullMQKind(LeavingHarness):
     kind = "bullmq"
 
     def missing(self) -> str | None:
@@ -232,6 +235,24 @@ class TestBullMQLeaving(LeavingService):
     def trim_oldest(self, alive: int) -> None:
         # one more job fails with removeOnFail {count: alive}: BullMQ keeps the newest `alive`
         producers.bullmq_failed_set(self.redis_url, "invoices", "trim", "1", str(alive))
+
+
+class TestBullMQLeaving(BullMQKind, LeavingService):
+    async def test_kill9_while_the_resolve_is_in_flight_sends_it_again_with_the_same_key(self) -> None:
+        """The replica dies after PagerDuty got the resolve but before it answered: the restarted
+        replica sends it again (a repeat PagerDuty ignores), the same dedup_key, and then stops."""
+        await asyncio.to_thread(self.produce, 2)
+        [victim] = self.start("leave-f")
+        await self.wait_for(lambda: len(self.events("trigger")) >= 2, settle=False)
+        self.pd.default = Reply(202, body='{"status":"success"}', delay_s=30)  # PagerDuty hangs
+        job = (await asyncio.to_thread(self.in_store))[0]
+        await asyncio.to_thread(self.retry, job)
+        await self.wait_for(lambda: len(self.events("resolve")) >= 1, settle=False)  # in flight
+        kill9(victim)
+        self.pd.default = Reply(202, body='{"status":"success"}')
+        self.start("leave-f")
+        await self.wait_for(lambda: len(self.events("resolve")) >= 2)
+        assert self.resolved() == Counter({self.trigger_keys()[job]: 2}), "sent again, never a third time"
 
 
 class TestRQLeaving(LeavingService):
@@ -272,12 +293,12 @@ class TestRQLeaving(LeavingService):
         producers.rq_failed_registry(self.redis_url, "billing", "cleanup")
 
 
-class TestResolveOff(TestBullMQLeaving):
+class TestResolveOff(BullMQKind):
     """`resolve_on_retry = false`: the retry goes unanswered, and nothing is held for it."""
 
     resolve = False
 
-    async def test_a_retried_and_a_deleted_job_resolve_once_trimmed_jobs_do_not(self) -> None:
+    async def test_a_retried_and_a_deleted_job_resolve_nothing_and_nothing_is_held(self) -> None:
         await asyncio.to_thread(self.produce, 2)
         self.start("leave-off")
         await self.wait_for(lambda: len(self.events("trigger")) >= 2, settle=False)
@@ -287,9 +308,3 @@ class TestResolveOff(TestBullMQLeaving):
         await asyncio.sleep(SETTLE_S)
         assert self.events("resolve") == []
         assert not list(self.sync_redis.scan_iter("dlq_bridge:cursor:*:held*")), "nothing held without a resolver"
-
-    async def test_two_replicas_send_one_resolve(self) -> None:
-        pytest.skip("covered with the option on (TestBullMQLeaving)")
-
-    async def test_kill9_around_the_departure_still_resolves_once(self) -> None:
-        pytest.skip("covered with the option on (TestBullMQLeaving)")
