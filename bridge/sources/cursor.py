@@ -98,7 +98,7 @@ return out
 """
 
 
-MAX_HELD = 100_000  # held jobs per watched set; beyond it the oldest deaths are forgotten (no resolve)
+MAX_HELD = 20_000  # held jobs per watched set (about 0.4 KiB each); beyond it the oldest deaths are forgotten
 
 
 def _text(value: bytes | str) -> str:
