@@ -91,8 +91,8 @@ class Parcel:
     sinks: list[str]
     alert: str  # Alert JSON
 
-    def encode(self) -> bytes:
-        return orjson.dumps({"id": self.id, "ms": self.ms, "sinks": self.sinks, "alert": self.alert})
+    def encode(self) -> str:
+        return orjson.dumps({"id": self.id, "ms": self.ms, "sinks": self.sinks, "alert": self.alert}).decode()
 
     @classmethod
     def decode(cls, raw: bytes | str) -> Parcel:
@@ -179,6 +179,14 @@ class HandOff:
         if parcel is not None:
             self._forward_soon(outbox, parcel)
 
+    async def forward_parcel(self, outbox: str, parcel: Parcel) -> None:
+        """Forward a parcel another script put in `outbox` (the resolve of a job that left a watched
+        store, `bridge.sources.leaving`); on a Redis error the outbox sweep repeats it."""
+        try:
+            await self._forward([(outbox, parcel)])
+        except RedisError as exc:
+            log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
+
     @staticmethod
     def _parcel(alert: Alert, sinks: list[str]) -> Parcel:
         ms = now_ms()
@@ -202,6 +210,8 @@ class HandOff:
             self._on_enqueued(sink)
         for outbox, parcel in parcels:
             self._forwarded.setdefault(outbox, []).append(parcel.id)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_soon())  # the HDELs
 
     async def _flush_soon(self) -> None:
         """Until nothing is left: parcels handed off during a flush go in the next round."""

@@ -15,13 +15,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from tenacity import RetryCallState
 
 from bridge import keys
 from bridge.delivery.ledger import Ledger
 from bridge.delivery.limiter import Limiter
+from bridge.delivery.resolve import Resolve, ledger_key
 from bridge.delivery.retry import retrying
 from bridge.errors import SinkError, SinkPermanent, SinkRetryable
 from bridge.health import Health, Status
@@ -38,6 +39,11 @@ Send = Callable[[], Awaitable[None]]
 
 class GroupSink(Protocol):
     async def send_group(self, notification: Notification) -> None: ...
+
+
+@runtime_checkable
+class ResolveSink(Protocol):
+    async def send_resolve(self, resolve: Resolve) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,28 @@ class Deliverer:
             return await attempts()
         key = keys.delivered(name, notification.ledger_key, notification.first.dead_letter.raw_digest)
         return await self._reserved(ledger, key, name, attempts)
+
+    async def deliver_resolve(
+        self, route: Route, sink: ResolveSink, resolve: Resolve, *, token: str | None = None
+    ) -> Result:
+        """Like `deliver`, for a resolve: ledger key `…:resolve:<idempotency key>:<digest>`
+        (`token`: already reserved by a take with reservations)."""
+        name = route.sink.name
+
+        async def attempts() -> Result:
+            return await self._attempts(route, lambda: sink.send_resolve(resolve))
+
+        ledger = self._ledger if route.use_ledger else None
+        if ledger is None:
+            return await attempts()
+        key = ledger_key(name, resolve)
+        if token is None:
+            return await self._reserved(ledger, key, name, attempts)
+        async with ledger.reserved(key, token) as reservation:
+            result = await attempts()
+            if result.outcome == "delivered":
+                await reservation.mark()
+        return result
 
     async def _reserved(
         self, ledger: Ledger, key: str, name: str, attempts: Callable[[], Awaitable[Result]]
