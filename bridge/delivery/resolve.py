@@ -7,7 +7,7 @@ and the undeliverable store all apply. Its body is a `Resolve` JSON object (`"ty
 `resolve_on_retry` send it (an Events API v2 `event_action: "resolve"` with the trigger's
 `dedup_key`); every other sink drops it.
 
-Once per trigger: the ledger key of a resolve is `dlq_bridge:delivered:<sink>:resolve:<idempotency
+Once per trigger: the ledger key of a resolve is `dlq_bridge:delivered:{<sink>}:resolve:<idempotency
 key>:<digest>`, the trigger's own ledger key with `resolve:` in front of the idempotency key. Two
 replicas (or one replica and a restart) enqueuing the same resolve send it once; a job that dies
 again, is alerted again and is retried again gets a new digest, so a new resolve.
