@@ -232,12 +232,21 @@ def job_id(raw: bytes, dlq: str) -> str:
 
 
 async def _move(client: redis.Redis, plan: Plan, batch: list[bytes]) -> int:
-    """Pipelined, but each entry is its own script: atomic one by one."""
+    return sum(await move_entries(client, plan.source, plan.target, batch))
+
+
+async def move_entries(
+    client: redis.Redis, source: str | bytes, target: str | bytes, batch: list[bytes]
+) -> list[bool]:
+    """Move each entry of `batch` from `source` to `target` (attempts reset): True where it moved.
+
+    Pipelined, but each entry is its own script: atomic one by one.
+    """
     async with client.pipeline(transaction=False) as pipe:
         for raw in batch:
-            pipe.eval(REDRIVE_LUA, 2, plan.source, plan.target, raw, reset_attempts(raw))
+            pipe.eval(REDRIVE_LUA, 2, source, target, raw, reset_attempts(raw))
         results = await pipe.execute()
-    return sum(int(r) for r in results)
+    return [bool(int(r)) for r in results]
 
 
 def reset_attempts(raw: bytes) -> bytes:
