@@ -202,8 +202,8 @@ async def test_actions_address_the_api_with_every_untrusted_part_percent_encoded
     async with client_for(HostileService()) as client:
         html = (await client.get("/console/entry?source=x&id=0123456789abcdef")).text
     paths: list[Any] = re.findall(r'data-api="([^"]*)"', html)
-    assert paths == ["/api/v1/sources/dead_letter%3A%3Cscript%3Ealert%281%29%3C%2Fscript%3E%22%3E%3Cimg%20src%3Dx"
-                     "%20onerror%3Dalert%281%29%3Ejavascript%3Aalert%281%29/entries/0123456789abcdef/redrive"]
+    assert paths == ["/api/v1/entry/redrive?source=dead_letter%3A%3Cscript%3Ealert%281%29%3C%2Fscript%3E%22%3E%3Cimg"
+                     "%20src%3Dx%20onerror%3Dalert%281%29%3Ejavascript%3Aalert%281%29&amp;id=0123456789abcdef"]
 
 
 async def test_unknown_entry_is_404_and_a_starting_bridge_is_503() -> None:

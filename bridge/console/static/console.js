@@ -38,9 +38,9 @@
     return headers;
   }
 
-  async function call(path, body) {
+  async function call(method, path, body) {
     const response = await fetch(path, {
-      method: "POST",
+      method: method,
       headers: requestHeaders(),
       body: JSON.stringify(body || {}),
       credentials: "omit",
@@ -56,9 +56,9 @@
     return { status: response.status, statusText: response.statusText, ok: response.ok, data: data };
   }
 
-  async function act(label, path, body) {
+  async function act(label, method, path, body) {
     try {
-      const r = await call(path, body);
+      const r = await call(method, path, body);
       if (r.ok && !(r.data && r.data.ok === false)) {
         store.setItem(FLASH, JSON.stringify({ text: label + ": " + (detailOf(r.data) || "done"), ok: true }));
         window.location.reload();
@@ -84,7 +84,7 @@
       return;
     }
     button.disabled = true;
-    act(button.dataset.label || button.textContent, button.dataset.api, {}).finally(function () {
+    act(button.dataset.label || button.textContent, button.dataset.method || "POST", button.dataset.api, {}).finally(function () {
       button.disabled = false;
     });
   }
@@ -146,7 +146,7 @@
     if (silence) {
       silence.addEventListener("submit", function (event) {
         event.preventDefault();
-        act("Silence created", silence.dataset.api, silenceBody(silence));
+        act("Silence created", "POST", silence.dataset.api, silenceBody(silence));
       });
     }
   }
