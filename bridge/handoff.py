@@ -146,6 +146,10 @@ class HandOff:
         self._forwarded: dict[str, list[str]] = {}
         self._flusher: asyncio.Task[None] | None = None
 
+    @property
+    def silences(self) -> SilenceFilter | None:
+        return self._silences
+
     async def finish(
         self, claimed: Claimed, alert: Alert, routed_sinks: Sequence[str], *, quarantine: bool = False
     ) -> bool:
