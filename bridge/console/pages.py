@@ -31,7 +31,11 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
-STATIC_TYPES = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
+STATIC_TYPES = {
+    "console.css": "text/css; charset=utf-8",
+    "console.js": "text/javascript; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
+}
 PAGE_SIZE = 25
 
 ServiceGetter = Callable[[], ConsoleService | None]

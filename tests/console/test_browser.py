@@ -44,7 +44,7 @@ HOSTILE = f"{SCRIPT} {IMG} {JS_URL}"
 def model_reply(envelope: dict[str, Any]) -> str:
     """Plausible summaries; hostile ones for the XSS entries (their job names say so)."""
     name = str(envelope.get("job_name") or "")
-    hint = "timeouts" if "Timeout" in str(envelope.get("last_error")) else ""
+    hint = "timeout" if "Timeout" in str(envelope.get("last_error")) else ""
     if name.startswith("xss-hint"):
         hint = JS_URL  # not a runbook id: the bridge refuses the reply and falls back
     if name.startswith("xss"):
@@ -211,7 +211,7 @@ def test_a_dead_letter_shows_its_summary_and_where_it_went(bridge: Bridge, tab: 
     assert "did not answer within 30 s" in page.inner_text(".summary .cause")
     assert page.locator(".summary .steps li").count() == 2
     link = page.locator(".summary .runbook a")
-    assert link.get_attribute("href") == f"{RUNBOOKS}/timeouts.md"
+    assert link.get_attribute("href") == f"{RUNBOOKS}/timeout.md"
     envelope = page.inner_text(".envelope")
     assert job in envelope and "TimeoutError: warehouse API timed out after 30s" in envelope
     assert wait_for(lambda: _states(tab, reload=True) == {"slack-ops": "delivered", "pagerduty": "delivered",
