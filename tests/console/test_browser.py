@@ -53,13 +53,26 @@ def model_reply(envelope: dict[str, Any]) -> str:
             "likely_cause": f"Open {JS_URL} or https://evil.example/steal {IMG}",
             "next_steps": [SCRIPT, f"[click]({JS_URL})"], "runbook_hint": hint,
         })
+    error = str(envelope.get("last_error") or "")
+    cls, _, text = error.partition(": ")
     return json.dumps({
-        "title": f"{name} failed: the warehouse API timed out",
+        "title": f"{name}: {text or cls}"[:120],
         "severity": "error",
-        "likely_cause": "The warehouse API did not answer within 30 s; the job gave up after its retries.",
-        "next_steps": ["Check the warehouse API's status page and latency", "Redrive the job once it answers"],
+        "likely_cause": CAUSES.get(cls, "The job raised an error its worker did not handle."),
+        "next_steps": STEPS.get(cls, ["Read the job's last error", "Redrive the job once the cause is fixed"]),
         "runbook_hint": hint,
     })
+
+
+CAUSES = {
+    "TimeoutError": "The upstream service did not answer within 30 s; the job gave up after its retries.",
+    "CardDeclined": "The card issuer was unavailable, so the payment provider declined every attempt.",
+    "SMTPServerDisconnected": "The mail relay closed the connection mid-send (relay restart or connection limit).",
+}
+STEPS = {
+    "TimeoutError": ["Check the upstream service's status page and latency", "Redrive the job once it answers"],
+    "CardDeclined": ["Check the payment provider's status", "Redrive once the issuer is back; do not charge twice"],
+}
 
 
 @dataclass
@@ -70,6 +83,7 @@ class Bridge:
     pagerduty: Receiver
     webhook: Receiver
     flaky: Receiver
+    gateway: FakeGateway
 
     def push(self, queue: str, **fields: Any) -> str:
         job_id = fields.setdefault("job_id", f"{queue}-{uuid.uuid4().hex[:8]}")
@@ -106,6 +120,8 @@ def _sinks(slack: str, pd: str, hook: str, flaky: str) -> list[dict[str, Any]]:
          "group_by": "none", "queues": ["redrive*", "orders*", "payments*"]},
         {"name": "incidents-api", "type": "webhook", "url": f"{hook}/hook", "secret": "s"},
         {"name": "flaky-api", "type": "webhook", "url": f"{flaky}/flaky", "secret": "s", "queues": ["retry*"]},
+        {"name": "payments-digest", "type": "webhook", "url": f"{hook}/digest", "secret": "s",
+         "queues": ["payments*"], "group_by": "fingerprint", "group_wait_s": 3600},
     ]
 
 
@@ -124,7 +140,7 @@ def bridge(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         cfg = write_config(tmp_path_factory.mktemp("console") / "bridge.toml", {
             "server": {"port": port},
             "redis": {"url": redis_url, "consumer_id": "console-1"},
-            "sources": {"rescan_interval_s": 0.2},
+            "sources": {"rescan_interval_s": 0.2, "concurrency": 4},
             "openclaw": {"url": gw.url, "token": "t", "calls_per_minute": 0},
             "runbooks": {"base_url": RUNBOOKS},
             "console": {"enabled": True, "token_env": "CONSOLE_TEST_TOKEN"},
@@ -135,7 +151,7 @@ def bridge(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         proc = start_bridge(["--config", str(cfg), "run"], env={"CONSOLE_TEST_TOKEN": TOKEN})
         try:
             wait_healthz(port, proc)
-            yield Bridge(f"http://127.0.0.1:{port}", client, slack, pd, hook, flaky)
+            yield Bridge(f"http://127.0.0.1:{port}", client, slack, pd, hook, flaky, gateway)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
@@ -174,21 +190,71 @@ def sidekiq_dead(client: redis.Redis, count: int) -> None:
         client.zadd("dead", {json.dumps(job): now - i})
 
 
-def test_overview_shows_the_real_depths(bridge: Bridge, tab: Tab) -> None:
+def test_overview_lists_sources_sinks_gateway_and_open_groups(bridge: Bridge, tab: Tab) -> None:
+    """Runs first, on a tidy data set: its screenshot is the README's."""
     sidekiq_dead(bridge.redis, 4)
-    for i in range(3):
-        bridge.push("orders", job_id=f"ord-{i}")
-    bridge.wait_archived("orders", 3)
-    assert wait_for(lambda: int(bridge.redis.zcard("dead")) == 4, 5)
+    failures = {"payments": ("charge_card", "CardDeclined: issuer unavailable", 2),
+                "emails": ("send_receipt", "SMTPServerDisconnected: relay closed the connection", 3),
+                "exports": ("export_csv", "TimeoutError: S3 upload timed out after 30s", 1),
+                "orders": ("ship_order", "TimeoutError: warehouse API timed out after 30s", 4)}
+    for queue, (name, error, count) in failures.items():
+        for j in range(count):
+            bridge.push(queue, job_name=name, job_id=f"{queue}-{1041 + j}", last_error=error)
+    for queue, (_, _, count) in failures.items():
+        bridge.wait_archived(queue, count)
     tab.page.goto(f"{bridge.url}/console/")
+    assert wait_for(lambda: _sidekiq_archived(tab) == "4", 20), "the watched Sidekiq dead set is alerted"
     rows = {r["source"]: r for r in _source_rows(tab)}
-    assert rows["dead_letter:orders"]["archived"] == "3"
-    assert rows["dead_letter:orders"]["depth"] == str(bridge.redis.llen("dead_letter:orders"))
-    assert rows["dead_letter:orders"]["alerted"] == "3"
-    sidekiq = [r for r in rows.values() if r["kind"] == "sidekiq"]
-    assert [r["depth"] for r in sidekiq] == [str(bridge.redis.zcard("dead"))] == ["4"]
-    sinks = tab.page.locator("#sinks tbody tr").all_inner_texts()
-    assert len(sinks) == 4 and any(s.startswith("slack-ops") for s in sinks)
+    assert {s: r["archived"] for s, r in rows.items() if s.startswith("dead_letter:")} == {
+        "dead_letter:payments": "2", "dead_letter:emails": "3", "dead_letter:exports": "1", "dead_letter:orders": "4"}
+    assert rows["dead_letter:orders"]["alerted"] == "4"
+    sinks = {r.get_attribute("data-sink") for r in tab.page.locator("#sinks tbody tr").all()}
+    assert sinks == {"slack-ops", "pagerduty", "incidents-api", "flaky-api", "payments-digest"}
+    assert "closed" in tab.page.inner_text("#gateway")
+    assert wait_for(lambda: _open_group_counts(tab) == ["2"], 10), "the payments digest holds its group open"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    tab.page.screenshot(path=str(SHOTS / "console-overview.png"), full_page=True)
+    tab.page.click("table.groups tbody a")
+    members = tab.page.locator("table.members tbody tr").all_inner_texts()
+    assert sorted(m.split()[0] for m in members) == ["payments-1041", "payments-1042"]
+
+
+def _sidekiq_archived(tab: Tab) -> str:
+    tab.page.reload()
+    return next((r["archived"] for r in _source_rows(tab) if r["kind"] == "sidekiq"), "")
+
+
+def _open_group_counts(tab: Tab) -> list[str]:
+    tab.page.reload()
+    return [cells.split("\t")[3] for cells in tab.page.locator("table.groups tbody tr").all_inner_texts()]
+
+
+def test_overview_shows_the_real_depths(bridge: Bridge, tab: Tab) -> None:
+    """A slow gateway holds the claims (4 at once): the rest of the backlog waits in the DLQ."""
+    bridge.gateway.latency_s = 4.0
+    try:
+        for i in range(12):
+            bridge.push("backlog", job_id=f"backlog-{i}", last_error=f"ValueError: row {i} has no column c{i}")
+        assert wait_for(lambda: bridge.redis.llen("dead_letter:backlog") <= 8, 10)
+        shown = _depth_of(tab, bridge, "dead_letter:backlog")
+        assert shown is not None and shown >= 1, "the backlog the bridge has not claimed yet"
+    finally:
+        bridge.gateway.latency_s = 0.0
+    bridge.wait_archived("backlog", 12)
+    assert _depth_of(tab, bridge, "dead_letter:backlog") == 0
+
+
+def _depth_of(tab: Tab, bridge: Bridge, source: str) -> int | None:
+    """The page's depth of `source`, read while Redis's LLEN stayed the same around the page load."""
+    for _ in range(20):
+        before = int(bridge.redis.llen(source))
+        tab.page.goto(f"{bridge.url}/console/")
+        after = int(bridge.redis.llen(source))
+        if before == after:
+            row = next(r for r in _source_rows(tab) if r["source"] == source)
+            assert row["depth"] == str(before), f"the page shows depth {row['depth']}, Redis has {before}"
+            return before
+    return None
 
 
 def _source_rows(tab: Tab) -> list[dict[str, str]]:
@@ -207,7 +273,7 @@ def test_a_dead_letter_shows_its_summary_and_where_it_went(bridge: Bridge, tab: 
     tab.page.goto(f"{bridge.url}/console/source?key=dead_letter:orders-eu")
     tab.page.click("article.entry h2 a")
     page = tab.page
-    assert page.inner_text("#title") == "ship_order failed: the warehouse API timed out"
+    assert page.inner_text("#title") == "ship_order: warehouse API timed out after 30s"
     assert "did not answer within 30 s" in page.inner_text(".summary .cause")
     assert page.locator(".summary .steps li").count() == 2
     link = page.locator(".summary .runbook a")
@@ -291,7 +357,7 @@ def test_actions_without_the_token_are_refused_and_the_page_says_so(bridge: Brid
     assert re.search(r"Refused \(401\b", result_text(tab))
     use_token(tab, "not-the-token")
     tab.page.click("button.act:has-text('Redrive')")
-    tab.page.wait_for_function("document.getElementById('action-result').textContent.includes('403')")
+    tab.page.wait_for_selector("#action-result:has-text('Refused (403')")
     assert bridge.redis.llen("orders-refused") == 0 and len(bridge.archived("orders-refused")) == 1, "nothing moved"
 
 
@@ -331,17 +397,3 @@ def _assert_nothing_injected(tab: Tab, path: str) -> None:
     })""", RUNBOOKS)
     clean = {"scripts": ["/console/static/console.js"], "images": 0, "handlers": [], "links": []}
     assert found == clean, (path, found)
-
-
-def test_screenshot_of_the_overview(bridge: Bridge, tab: Tab) -> None:
-    for i, queue in enumerate(["payments", "emails", "exports"]):
-        for j in range(i + 1):
-            bridge.push(queue, job_name=["charge_card", "send_receipt", "export_csv"][i], job_id=f"{queue}-{j}",
-                        last_error=["CardDeclined: issuer unavailable", "SMTPServerDisconnected: relay closed",
-                                    "TimeoutError: S3 upload timed out after 30s"][i])
-        bridge.wait_archived(queue, i + 1)
-    tab.page.set_viewport_size({"width": 1280, "height": 760})
-    tab.page.goto(f"{bridge.url}/console/")
-    assert tab.page.locator("#sources tbody tr").count() >= 5
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    tab.page.screenshot(path=str(SHOTS / "console-overview.png"), full_page=True)

@@ -108,7 +108,7 @@
     const who = document.getElementById("who-input");
     const state = document.getElementById("token-state");
     const refresh = function () {
-      state.textContent = store.getItem(TOKEN) ? "token set for this tab" : "no token: actions will be refused";
+      state.textContent = store.getItem(TOKEN) ? "token set (this tab)" : "no token";
     };
     who.value = store.getItem(WHO) || "";
     form.addEventListener("submit", function (event) {
