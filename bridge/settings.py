@@ -491,6 +491,15 @@ class PagerDutySinkSettings(_SinkBase):
     group_by: GroupBy = Field(
         default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
     )
+    resolve_on_retry: bool = Field(
+        default=True,
+        description=(
+            "Send `event_action: resolve` with the trigger's dedup_key when an alerted job is retried or "
+            "deleted by hand: it left a Sidekiq dead set, BullMQ failed set or RQ failed registry without "
+            "being trimmed (docs/sources.md), or the console redrove it. On a grouped sink only a group of "
+            "that one job is resolved"
+        ),
+    )
 
     @field_validator("events_url")
     @classmethod
