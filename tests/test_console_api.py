@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 import redis.asyncio as aioredis
@@ -14,7 +14,6 @@ from fastapi import FastAPI
 
 from bridge import keys
 from bridge.console.api import TokenCheck, build_api
-from bridge.console.entries import Record
 from bridge.console.wiring import build_console
 from bridge.runtime import Runtime, open_runtime
 from bridge.settings import Settings
@@ -28,32 +27,21 @@ FAST = {"base_delay_s": 0.01, "max_delay_s": 0.05, "request_timeout_s": 2.0, "ma
 
 
 @dataclass
-class Resolves:
-    """The resolve seam, recording what a redrive queues."""
-
-    calls: list[tuple[str, str]] = field(default_factory=list)
-
-    async def __call__(self, client: aioredis.Redis, sink: str, record: Record) -> None:
-        self.calls.append((sink, record.alert.dead_letter.job_id))
-
-
-@dataclass
 class Rig:
     runtime: Runtime
     api: httpx.AsyncClient
     slack: Receiver
     pd: Receiver
     hook: Receiver
-    resolves: Resolves
 
     async def drain(self) -> None:
         await asyncio.wait_for(self.runtime.pipeline.run(asyncio.Event(), burst=True), 30)
 
 
-def console_app(runtime: Runtime, resolves: Resolves) -> FastAPI:
+def console_app(runtime: Runtime) -> FastAPI:
     """The API as `create_app` mounts it, on a runtime the test drives itself (burst runs)."""
     app = FastAPI()
-    app.state.console = build_console(runtime, resolver=resolves)
+    app.state.console = build_console(runtime)
     app.state.console_tokens = TokenCheck(runtime.settings.console.token)
     app.include_router(build_api())
     return app
@@ -71,11 +59,10 @@ async def rig(make_settings: Callable[..., Settings], token: str | None = TOKEN,
              "events_url": f"{p}/v2/enqueue"},
             {"name": "api", "type": "webhook", "url": f"{h}/in", "secret": "x"},
         ])
-        resolves = Resolves()
         async with open_runtime(settings) as runtime:
-            transport = httpx.ASGITransport(app=console_app(runtime, resolves))
+            transport = httpx.ASGITransport(app=console_app(runtime))
             async with httpx.AsyncClient(transport=transport, base_url="http://console") as api:
-                yield Rig(runtime, api, slack, pd, hook, resolves)
+                yield Rig(runtime, api, slack, pd, hook)
 
 
 async def test_reads_show_the_real_state(make_settings: Callable[..., Settings], aredis: aioredis.Redis) -> None:
@@ -135,11 +122,14 @@ async def test_redrive_moves_the_job_back_resolves_and_is_audited(
                                  headers=AUTH)
         audit = (await r.api.get("/api/v1/audit")).json()
         after = (await r.api.get("/api/v1/entry", params={"source": "dead_letter:orders", "id": entry_id})).json()
+        await r.drain()  # the sink workers send the queued resolve
     assert done.status_code == 200 and done.json()["ok"] is True
     moved = [json.loads(x) for x in await aredis.lrange("orders", 0, -1)]
     assert [(m["job_id"], m["attempts"]) for m in moved] == [("o1", 0)]
     assert await aredis.llen(keys.alerted("dead_letter:orders")) == 0
-    assert r.resolves.calls == [("pd", "o1")], "a PagerDuty resolve is queued for the PagerDuty sink only"
+    events = [json.loads(x.body) for x in r.pd.requests]
+    assert [(e["event_action"], e["dedup_key"]) for e in events] == [("trigger", "o1"), ("resolve", "o1")]
+    assert len(r.slack.requests) == 1 and len(r.hook.requests) == 1, "only PagerDuty gets a resolve"
     assert again.status_code == 409
     assert [(a["who"], a["action"], a["outcome"]) for a in audit] == [("alice", "redrive", "refused"),
                                                                      ("alice", "redrive", "ok")]
