@@ -4,6 +4,11 @@ One Lua script on the SOURCE's slot (docs/design.md, sections 2 and 5b):
 
     LREM processing → LPUSH + LTRIM archive → HSET outbox <id> <alert for the routed sinks>
     → DEL the entry's claim counter (a finished entry starts again from zero)
+    → the entry's console record and the minute's counts (`dlq_bridge:entries:<ref>`,
+      `dlq_bridge:stats:<ref>:<minute>`; trimmed / expiring; docs/design.md, section 6b)
+
+Sinks held back by an active silence (bridge.silences, an in-process copy refreshed
+once a second) get no parcel; the record names them.
 
 A crash before it: the entry is still claimed and is simply processed again.
 A crash after it: the alert is in the outbox. The outbox and the sink queues

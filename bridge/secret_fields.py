@@ -130,6 +130,9 @@ def _resolve_one(
         return None
     variable = data.get(f"{name}_env", model.model_fields[f"{name}_env"].default)
     path = data.get(f"{name}_file")
+    spec = secret_spec(model.model_fields[name])
+    if f"{name}_env" not in data and spec is not None and not spec.required and not _given(str(variable or ""), env):
+        variable = None  # an optional secret's default variable may be unset: the secret is simply absent
     try:
         if variable:
             data[name] = _from_env(str(variable), env, f"{where}{name}_env")
@@ -139,6 +142,10 @@ def _resolve_one(
         data.pop(name, None)
         return str(exc)
     return None
+
+
+def _given(variable: str, env: Mapping[str, str]) -> bool:
+    return bool(variable) and bool(env.get(variable) or env.get(f"{variable}_FILE"))
 
 
 def _from_env(variable: str, env: Mapping[str, str], where: str) -> str:

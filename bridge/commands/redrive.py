@@ -232,21 +232,12 @@ def job_id(raw: bytes, dlq: str) -> str:
 
 
 async def _move(client: redis.Redis, plan: Plan, batch: list[bytes]) -> int:
-    return sum(await move_entries(client, plan.source, plan.target, batch))
-
-
-async def move_entries(
-    client: redis.Redis, source: str | bytes, target: str | bytes, batch: list[bytes]
-) -> list[bool]:
-    """Move each entry of `batch` from `source` to `target` (attempts reset): True where it moved.
-
-    Pipelined, but each entry is its own script: atomic one by one.
-    """
+    """Pipelined, but each entry is its own script: atomic one by one."""
     async with client.pipeline(transaction=False) as pipe:
         for raw in batch:
-            pipe.eval(REDRIVE_LUA, 2, source, target, raw, reset_attempts(raw))
+            pipe.eval(REDRIVE_LUA, 2, plan.source, plan.target, raw, reset_attempts(raw))
         results = await pipe.execute()
-    return [bool(int(r)) for r in results]
+    return sum(int(r) for r in results)
 
 
 def reset_attempts(raw: bytes) -> bytes:
@@ -290,3 +281,11 @@ def summary_line(plan: Plan, outcome: Outcome) -> str:
     return (f"redrive: moved {plural(outcome.moved, 'entry', 'entries')} "
             f"from {plan.source} to {plan.target}, "
             f"attempts reset{gone}")
+
+
+async def move_batch(client: redis.Redis, plan: Plan, batch: list[bytes]) -> int:
+    """Move these exact entries from `plan.source` to `plan.target` (attempts reset); how many moved.
+
+    The console's redrive goes through here, so it moves entries exactly as this command does.
+    """
+    return await _move(client, plan, batch)

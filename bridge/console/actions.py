@@ -11,7 +11,7 @@
 else `token`). Every action, refused or done, is appended to the audit list.
 The token check is the API's job (bridge.console.api), not this module's.
 
-Redrive reuses `bridge.commands.redrive.move_entries` (one atomic script per
+Redrive reuses `bridge.commands.redrive.move_batch` (one atomic script per
 entry: archive → work queue, attempts reset) and then queues a PagerDuty
 resolve (`event_action: resolve`, the trigger's dedup_key) for each
 PagerDuty sink the alert was handed to, through `Resolver` (by default
@@ -29,7 +29,7 @@ from typing import Protocol
 import redis.asyncio as redis
 
 from bridge import keys
-from bridge.commands.redrive import move_entries
+from bridge.commands.redrive import Plan, move_batch
 from bridge.commands.undeliverable import retry_one
 from bridge.console.audit import AuditLog
 from bridge.console.entries import Record
@@ -95,8 +95,8 @@ class ConsoleActions:
         raw = await self._service.find_raw(source, entry_id)
         if raw is None:
             return False, "no such entry in the archive (already redriven?)"
-        moved = await move_entries(self._redis, keys.encode(keys.alerted(source)), keys.encode(work), [raw])
-        if not moved[0]:
+        plan = Plan(source=keys.alerted(source), target=work, dlq=source)
+        if not await move_batch(self._redis, plan, [raw]):
             return False, "the entry left the archive meanwhile"
         resolved = await self._resolve(await self._service.record(source, entry_id))
         note = f"; PagerDuty resolve queued for {resolved}" if resolved else ""

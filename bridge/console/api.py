@@ -24,7 +24,7 @@ Who did an action (for the audit list): the body's `author`, else the
     POST   /api/v1/group/redrive?sink=&key=         ActionResult
     POST   /api/v1/undeliverable/{id}/retry         ActionResult
     DELETE /api/v1/undeliverable/{id}               ActionResult
-    POST   /api/v1/silences                         SilenceView   201 (422: no matcher / past end)
+    POST   /api/v1/silences                         SilenceView   201 (400: no matcher / past end)
     DELETE /api/v1/silences/{id}                    ActionResult
 """
 
@@ -100,6 +100,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorBody, "description": "Wrong token, or the console is read-only"},
     409: {"model": ActionResult, "description": "The action was refused (e.g. the entry is gone)"},
     503: {"model": ErrorBody, "description": "The bridge is starting"},
+}
+_SILENCE_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "No matcher, or an end that is not in the future"}, **_ERRORS,
 }
 _READ_ERRORS: dict[int | str, dict[str, Any]] = {503: _ERRORS[503]}
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody, "description": "Not found"}, **_READ_ERRORS}
@@ -222,13 +225,13 @@ def _actions(router: APIRouter) -> None:
     async def discard(c: Con, who: Who, record_id: str) -> JSONResponse:
         return _result(await c.actions.discard_undeliverable(record_id, who_of(None, who)))
 
-    @router.post("/silences", response_model=SilenceView, status_code=201, responses=_ERRORS,
+    @router.post("/silences", response_model=SilenceView, status_code=201, responses=_SILENCE_ERRORS,
                  dependencies=[Auth])
     async def create_silence(c: Con, who: Who, body: SilenceCreate) -> SilenceView:
         try:
             return await c.actions.create_silence(body, who_of(None, who))
         except SilenceError as exc:
-            raise HTTPException(422, str(exc)) from None
+            raise HTTPException(400, str(exc)) from None
 
     @router.delete("/silences/{silence_id}", response_model=ActionResult, responses=_ERRORS,
                    dependencies=[Auth])

@@ -2,33 +2,20 @@
 
 from __future__ import annotations
 
-import logging
-
-import redis.asyncio as redis
-
 from bridge.commands import kind_sources
 from bridge.console.actions import ConsoleActions, Resolver, enqueue_resolve_seam
 from bridge.console.api import Console
-from bridge.console.entries import Record
 from bridge.console.service import ConsoleService, KindRef
 from bridge.delivery.deliver import Deliverer
 from bridge.delivery.factory import build_ledger
+from bridge.delivery.resolve import enqueue_resolve
 from bridge.runtime import Runtime
 
-log = logging.getLogger(__name__)
 RETRY_ATTEMPTS = 3
 
 
 def default_resolver() -> Resolver:
-    """`bridge.delivery.resolve.enqueue_resolve` when this build has it; else resolves are only logged."""
-    try:
-        from bridge.delivery.resolve import enqueue_resolve  # type: ignore[import-untyped,import-not-found,unused-ignore]
-    except ImportError:
-        async def missing(client: redis.Redis, sink: str, record: Record) -> None:
-            log.warning("console: PagerDuty resolve for %s (%s) not available in this build",
-                        sink, record.alert.idempotency_key)
-
-        return missing
+    """`bridge.delivery.resolve.enqueue_resolve`: durable, through the PagerDuty sink's queue."""
     return enqueue_resolve_seam(enqueue_resolve)
 
 
