@@ -397,3 +397,33 @@ def _assert_nothing_injected(tab: Tab, path: str) -> None:
     })""", RUNBOOKS)
     clean = {"scripts": ["/console/static/console.js"], "images": 0, "handlers": [], "links": []}
     assert found == clean, (path, found)
+
+
+def test_without_a_configured_token_the_pages_are_read_only(
+    bridge: Bridge, tab: Tab, redis_url: str, tmp_path: Path
+) -> None:
+    """A second bridge on the same Redis, console on and no token: no button, and the API refuses."""
+    job = bridge.push("orders-ro", job_name="ship_order")
+    bridge.wait_archived("orders-ro")
+    port = free_port()
+    cfg = write_config(tmp_path / "ro.toml", {
+        "server": {"port": port}, "redis": {"url": redis_url, "consumer_id": "console-ro"},
+        "console": {"enabled": True},
+    })
+    proc = start_bridge(["--config", str(cfg), "run"])
+    try:
+        wait_healthz(port, proc)
+        entry_id = bridge.entry_id("orders-ro", job)
+        tab.page.goto(f"http://127.0.0.1:{port}/console/entry?source=dead_letter:orders-ro&id={entry_id}")
+        assert "Read-only" in tab.page.inner_text("#read-only")
+        assert tab.page.locator("button.act").count() == 0 and tab.page.locator("#token-form").count() == 0
+        assert job in tab.page.inner_text(".envelope"), "read-only still shows everything"
+        status = tab.page.evaluate(
+            "async (url) => (await fetch(url, {method: 'POST', headers: {Authorization: 'Bearer guess'}})).status",
+            f"/api/v1/entry/redrive?source=dead_letter:orders-ro&id={entry_id}",
+        )
+        assert status == 403
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert len(bridge.archived("orders-ro")) == 1
