@@ -11,14 +11,18 @@ script or handler, no framing.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from redis.exceptions import RedisError
 
 from bridge.console import render
 from bridge.console.service import PAGE_MAX, ConsoleService
+
+log = logging.getLogger(__name__)
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -59,7 +63,12 @@ class Pages:
         svc = self._service()
         if svc is None:
             return _html(self._env, "message.html", {"title": "Starting", "message": "The bridge is starting."}, 503)
-        context = await build(svc)
+        try:
+            context = await build(svc)
+        except (RedisError, OSError) as exc:
+            log.warning("console page %s: Redis unavailable (%s)", name, type(exc).__name__)
+            message = {"title": "Redis unavailable", "message": "The bridge cannot read Redis right now; try again."}
+            return _html(self._env, "message.html", message, 503)
         if context is None:
             return _html(self._env, "message.html", {"title": "Not found", "message": "Nothing here (any more)."}, 404)
         base = {"read_only": svc.read_only, "runbook_base_url": self._base_url, "page": name}
@@ -91,8 +100,9 @@ class Pages:
     async def undeliverable(self) -> Response:
         return await self.render("undeliverable", _undeliverable)
 
-    async def silences(self) -> Response:
-        return await self.render("silences", _silences)
+    async def silences(self, queue: str = "", job_name: str = "", fingerprint: str = "") -> Response:
+        prefill = {"queue": queue[:512], "job_name": job_name[:512], "fingerprint": fingerprint[:128]}
+        return await self.render("silences", lambda svc: _silences(svc, prefill))
 
     async def audit(self) -> Response:
         return await self.render("audit", _audit)
@@ -147,8 +157,8 @@ async def _undeliverable(svc: ConsoleService) -> Mapping[str, Any]:
     return {"records": await svc.undeliverable(200)}
 
 
-async def _silences(svc: ConsoleService) -> Mapping[str, Any]:
-    return {"silences": await svc.silences(include_expired=True)}
+async def _silences(svc: ConsoleService, prefill: Mapping[str, str]) -> Mapping[str, Any]:
+    return {"silences": await svc.silences(include_expired=True), "prefill": prefill}
 
 
 async def _audit(svc: ConsoleService) -> Mapping[str, Any]:

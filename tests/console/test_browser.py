@@ -130,7 +130,7 @@ def bridge(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
     slack, pd, hook = Receiver(), Receiver(default=Reply(202)), Receiver()
-    flaky = Receiver(script=[Reply(410, body="gone for now")])  # the first alert is refused for good
+    flaky = Receiver(script=[Reply(410, body="gone for now")] * 2)  # the first two alerts are refused for good
     port = free_port()
     gateway = FakeGateway(responder=model_reply)
     with (
@@ -301,7 +301,7 @@ def test_a_silence_made_in_the_page_stops_the_next_matching_slack_card(bridge: B
     form.locator("input[name=reason]").fill("search cluster upgrade, expected failures")
     form.locator("button[type=submit]").click()
     assert "Silence created" in result_text(tab)
-    assert "maintenance*" in tab.page.inner_text("#silences")
+    assert "maintenance*" in tab.page.inner_text("#silences tr.active")
     silenced = bridge.push("maintenance-search", job_name="reindex")
     loud = bridge.push("maintenance-search", job_name="rebuild_cache")
     bridge.wait_archived("maintenance-search", 2)
@@ -309,8 +309,19 @@ def test_a_silence_made_in_the_page_stops_the_next_matching_slack_card(bridge: B
     time.sleep(1.0)  # a card would have left with (or right after) the other one
     assert sent_to(bridge.slack, silenced) == [], "the silence stops the Slack card"
     assert sent_to(bridge.pagerduty, silenced) == []
+    tab.page.goto(f"{bridge.url}/console/entry?source=dead_letter:maintenance-search"
+                  f"&id={bridge.entry_id('maintenance-search', silenced)}")
+    assert _states(tab)["slack-ops"] == "silenced" and _states(tab)["incidents-api"] == "delivered"
+
+    tab.page.goto(f"{bridge.url}/console/silences")
+    tab.page.locator("#silences tr.active button.act:has-text('Expire')").click()
+    assert "Expire" in result_text(tab)
+    assert tab.page.locator("#silences tr.active").count() == 0
+    after = bridge.push("maintenance-search", job_name="reindex")
+    assert wait_for(lambda: sent_to(bridge.slack, after), 20), "an expired silence no longer holds the card back"
     tab.page.goto(f"{bridge.url}/console/audit")
-    assert "alice" in tab.page.inner_text("#audit")
+    audit = tab.page.inner_text("#audit")
+    assert "alice" in audit and "silence" in audit
 
 
 def test_redrive_from_the_page_returns_the_job_and_resolves_its_page(bridge: Bridge, tab: Tab) -> None:
@@ -332,18 +343,25 @@ def test_redrive_from_the_page_returns_the_job_and_resolves_its_page(bridge: Bri
 
 
 def test_retrying_an_undeliverable_from_the_page_delivers_it(bridge: Bridge, tab: Tab) -> None:
-    job = bridge.push("retry-billing", job_name="send_invoice")
-    assert wait_for(lambda: bridge.redis.llen(keys.UNDELIVERABLE) >= 1, 20), "the 410 makes it undeliverable"
-    assert [r.status for r in bridge.flaky.requests] == [410]
+    kept, dropped = bridge.push("retry-billing", job_name="send_invoice"), bridge.push("retry-billing", job_name="x")
+    assert wait_for(lambda: bridge.redis.llen(keys.UNDELIVERABLE) == 2, 20), "the two 410s make them undeliverable"
+    assert [r.status for r in bridge.flaky.requests] == [410, 410]
     tab.page.goto(f"{bridge.url}/console/undeliverable")
     use_token(tab)
-    row = tab.page.locator("#undeliverable tbody tr", has_text=job)
-    assert "gone for now" in row.inner_text() or "410" in row.inner_text()
+    row = tab.page.locator("#undeliverable tbody tr", has_text=kept)
+    assert "410" in row.inner_text()
     row.locator("button.act:has-text('Retry')").click()
     result_text(tab)
-    assert wait_for(lambda: [r.status for r in bridge.flaky.requests] == [410, 200], 15)
-    assert job in bridge.flaky.requests[-1].body.decode()
-    assert wait_for(lambda: bridge.redis.llen(keys.UNDELIVERABLE) == 0, 10)
+    assert wait_for(lambda: [r.status for r in bridge.flaky.requests] == [410, 410, 200], 15)
+    assert kept in bridge.flaky.requests[-1].body.decode()
+    tab.page.goto(f"{bridge.url}/console/undeliverable")
+    discard = tab.page.locator("#undeliverable tbody tr", has_text=dropped).locator("button.act:has-text('Discard')")
+    discard.click()
+    assert discard.inner_text() == "Discard for good?", "discarding asks for a second click"
+    discard.click()
+    assert "Discard" in result_text(tab)
+    assert bridge.redis.llen(keys.UNDELIVERABLE) == 0
+    assert len(bridge.flaky.requests) == 3, "a discarded record is not sent"
 
 
 def test_actions_without_the_token_are_refused_and_the_page_says_so(bridge: Bridge, tab: Tab) -> None:
