@@ -218,3 +218,18 @@ async def test_groups_respect_silences_show_members_and_redrive_whole(
     assert done.status_code == 200 and done.json()["count"] == 2
     assert sorted(json.loads(x)["job_id"] for x in await aredis.lrange("orders", 0, -1)) == ["o1", "o2"]
     assert gone.status_code == 404
+
+
+async def test_who_comes_from_the_body_then_the_header_and_is_cleaned(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    async with rig(make_settings) as r:
+        by_body = await r.api.post("/api/v1/silences", headers=AUTH,
+                                   json={"job_name": "x", "duration_s": 60, "author": "bob\u200b\x07"})
+        by_token = await r.api.post("/api/v1/silences", headers={"Authorization": f"Bearer {TOKEN}"},
+                                    json={"job_name": "y", "duration_s": 60})
+        audit = (await r.api.get("/api/v1/audit")).json()
+    assert by_body.status_code == 201, by_body.text
+    assert by_token.status_code == 201, by_token.text
+    assert by_body.json()["author"] == "bob" and by_token.json()["author"] == "token"
+    assert [a["who"] for a in audit] == ["token", "bob"]
