@@ -49,12 +49,13 @@ def console_app(runtime: Runtime) -> FastAPI:
 
 @asynccontextmanager
 async def rig(make_settings: Callable[..., Settings], token: str | None = TOKEN,
-              hook_reply: Reply | None = None) -> AsyncIterator[Rig]:
+              hook_reply: Reply | None = None, slack_group: str = "none") -> AsyncIterator[Rig]:
     slack, pd, hook = Receiver(), Receiver(default=Reply(202)), Receiver(default=hook_reply or Reply(200))
     async with serve(slack.app) as s, serve(pd.app) as p, serve(hook.app) as h:
         environ = {"DLQ_BRIDGE_CONSOLE_TOKEN": token} if token else {}
         settings = make_settings(environ, delivery=FAST, console={"enabled": True}, sinks=[
-            {"name": "slack", "type": "slack", "group_by": "none", "url": f"{s}/hook", "messages_per_second": 100},
+            {"name": "slack", "type": "slack", "group_by": slack_group, "group_wait_s": 3600, "url": f"{s}/hook",
+             "messages_per_second": 100},
             {"name": "pd", "type": "pagerduty", "group_by": "none", "routing_key": "rk",
              "events_url": f"{p}/v2/enqueue"},
             {"name": "api", "type": "webhook", "url": f"{h}/in", "secret": "x"},
@@ -190,3 +191,45 @@ async def test_silence_needs_a_matcher_and_a_future_end(
         past = await r.api.post("/api/v1/silences", headers=AUTH, json={"job_name": "x", "ends_at": 1.0})
     assert bare.status_code == 400 and "at least one" in bare.json()["detail"]
     assert past.status_code == 400
+
+
+async def test_groups_respect_silences_show_members_and_redrive_whole(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    async with rig(make_settings, slack_group="fingerprint") as r:
+        await r.api.post("/api/v1/silences", headers=AUTH, json={"queue": "mail", "duration_s": 600})
+        await aredis.lpush("dead_letter:orders", envelope_entry(job_id="o1"), envelope_entry(job_id="o2"))
+        await aredis.lpush("dead_letter:mail", envelope_entry(queue="mail", job_id="m1"))
+        await r.drain()
+        groups = (await r.api.get("/api/v1/groups")).json()
+        group = (await r.api.get("/api/v1/group", params={"sink": "slack", "key": groups[0]["group_key"]})).json()
+        entry = (await r.api.get("/api/v1/entries", params={"source": "dead_letter:orders"})).json()["entries"][0]
+        overview = (await r.api.get("/api/v1/overview")).json()
+        done = await r.api.post("/api/v1/group/redrive", headers=AUTH,
+                                params={"sink": "slack", "key": groups[0]["group_key"]})
+        gone = await r.api.get("/api/v1/group", params={"sink": "slack", "key": "fp:nope"})
+    assert [(g["sink"], g["count"], g["queues"]) for g in groups] == [("slack", 2, {"orders": 2})], \
+        "the silenced mail job joined no group"
+    assert r.slack.requests == []
+    assert sorted(j["job_id"] for j in group["jobs"]) == ["o1", "o2"] and group["notified"] == 0
+    assert all(j["source"] == "dead_letter:orders" and not j["notified"] for j in group["jobs"])
+    assert {d["sink"]: d["state"] for d in entry["deliveries"]}["slack"] == "grouped"
+    assert overview["groups"] == groups and {s["name"]: s["open_groups"] for s in overview["sinks"]}["slack"] == 1
+    assert done.status_code == 200 and done.json()["count"] == 2
+    assert sorted(json.loads(x)["job_id"] for x in await aredis.lrange("orders", 0, -1)) == ["o1", "o2"]
+    assert gone.status_code == 404
+
+
+async def test_who_comes_from_the_body_then_the_header_and_is_cleaned(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    async with rig(make_settings) as r:
+        by_body = await r.api.post("/api/v1/silences", headers=AUTH,
+                                   json={"job_name": "x", "duration_s": 60, "author": "bob\u200b\x07"})
+        by_token = await r.api.post("/api/v1/silences", headers={"Authorization": f"Bearer {TOKEN}"},
+                                    json={"job_name": "y", "duration_s": 60})
+        audit = (await r.api.get("/api/v1/audit")).json()
+    assert by_body.status_code == 201, by_body.text
+    assert by_token.status_code == 201, by_token.text
+    assert by_body.json()["author"] == "bob" and by_token.json()["author"] == "token"
+    assert [a["who"] for a in audit] == ["token", "bob"]

@@ -58,10 +58,14 @@ def test_the_api_answers_every_generated_request_as_its_schema_says(served: str)
     assert len(operations) >= 15
 
     for operation in operations:
-        @settings(max_examples=40, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))
-        @given(case=operation.as_strategy())
-        def run(case: schemathesis.Case) -> None:
-            case.call_and_validate(base_url=served, headers=headers, checks=CHECKS, timeout=10)
+        for sent in (headers, None):  # with the token, and without it (401 on every action)
+            fuzz(operation, served, sent)
 
-        run()
+
+def fuzz(operation: schemathesis.APIOperation, base: str, headers: dict[str, str] | None) -> None:
+    @settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(case=operation.as_strategy())
+    def run(case: schemathesis.Case) -> None:
+        case.call_and_validate(base_url=base, headers=headers, checks=CHECKS, timeout=10)
+
+    run()

@@ -204,36 +204,37 @@ def _result(result: ActionResult) -> JSONResponse:
 def _actions(router: APIRouter) -> None:
 
     @router.post("/entry/redrive", response_model=ActionResult, responses=_ERRORS, dependencies=[Auth])
-    async def redrive_entry(c: Con, who: Who, source: Source,
+    async def redrive_entry(c: Con, source: Source,
                             id: EntryId,
-                            body: Opt = None) -> JSONResponse:
+                            body: Opt = None, who: Who = None) -> JSONResponse:
         return _result(await c.actions.redrive_entry(source, id, who_of(body, who)))
 
     @router.post("/group/redrive", response_model=ActionResult, responses=_ERRORS, dependencies=[Auth])
-    async def redrive_group(c: Con, who: Who, sink: Sink,
+    async def redrive_group(c: Con, sink: Sink,
                             key: GroupKey,
-                            body: Opt = None) -> JSONResponse:
+                            body: Opt = None, who: Who = None) -> JSONResponse:
         return _result(await c.actions.redrive_group(sink, key, who_of(body, who)))
 
     @router.post("/undeliverable/{record_id}/retry", response_model=ActionResult, responses=_ERRORS,
                  dependencies=[Auth])
-    async def retry(c: Con, who: Who, record_id: str, body: Opt = None) -> JSONResponse:
+    async def retry(c: Con, record_id: str, body: Opt = None, who: Who = None) -> JSONResponse:
         return _result(await c.actions.retry_undeliverable(record_id, who_of(body, who)))
 
     @router.delete("/undeliverable/{record_id}", response_model=ActionResult, responses=_ERRORS,
                    dependencies=[Auth])
-    async def discard(c: Con, who: Who, record_id: str) -> JSONResponse:
+    async def discard(c: Con, record_id: str, who: Who = None) -> JSONResponse:
         return _result(await c.actions.discard_undeliverable(record_id, who_of(None, who)))
 
     @router.post("/silences", response_model=SilenceView, status_code=201, responses=_SILENCE_ERRORS,
                  dependencies=[Auth])
-    async def create_silence(c: Con, who: Who, body: SilenceCreate) -> SilenceView:
+    async def create_silence(c: Con, body: SilenceCreate, who: Who = None) -> SilenceView:
+        author = who_of(ActionBody(author=body.author), who)
         try:
-            return await c.actions.create_silence(body, who_of(None, who))
+            return await c.actions.create_silence(body.model_copy(update={"author": author}), author)
         except SilenceError as exc:
             raise HTTPException(400, str(exc)) from None
 
     @router.delete("/silences/{silence_id}", response_model=ActionResult, responses=_ERRORS,
                    dependencies=[Auth])
-    async def expire_silence(c: Con, who: Who, silence_id: str) -> JSONResponse:
+    async def expire_silence(c: Con, silence_id: str, who: Who = None) -> JSONResponse:
         return _result(await c.actions.expire_silence(silence_id, who_of(None, who)))
