@@ -125,7 +125,7 @@ def pages_router(service: ServiceGetter, runbook_base_url: str | None) -> APIRou
 
 
 def _html(env: Any, template: str, context: Mapping[str, Any], status: int = 200) -> Response:
-    defaults = {"read_only": True, "runbook_base_url": None, "page": ""}
+    defaults = {"read_only": True, "runbook_base_url": None, "page": "", "bare": template == "message.html"}
     body = env.get_template(template).render({**defaults, **context})
     return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
 

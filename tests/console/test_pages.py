@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis.exceptions
 from fastapi import FastAPI
 
 from bridge.console.pages import CSP, pages_router
@@ -127,6 +128,7 @@ PAGES = [
     "/console/group?sink=slack&key=k",
     "/console/undeliverable",
     "/console/silences",
+    f"/console/silences?queue={HOSTILE}&job_name={HOSTILE}&fingerprint={IMG}",  # a link someone sent you
     "/console/audit",
 ]
 
@@ -204,6 +206,18 @@ async def test_actions_address_the_api_with_every_untrusted_part_percent_encoded
     paths: list[Any] = re.findall(r'data-api="([^"]*)"', html)
     assert paths == ["/api/v1/entry/redrive?source=dead_letter%3A%3Cscript%3Ealert%281%29%3C%2Fscript%3E%22%3E%3Cimg"
                      "%20src%3Dx%20onerror%3Dalert%281%29%3Ejavascript%3Aalert%281%29&amp;id=0123456789abcdef"]
+
+
+class RedisDown(HostileService):
+    async def overview(self) -> Overview:
+        raise redis.exceptions.ConnectionError("Connection refused")
+
+
+async def test_a_redis_outage_is_a_503_page_with_the_same_headers() -> None:
+    async with client_for(RedisDown()) as client:
+        response = await client.get("/console/")
+    assert response.status_code == 503 and "Redis unavailable" in response.text
+    assert response.headers["content-security-policy"] == CSP
 
 
 async def test_unknown_entry_is_404_and_a_starting_bridge_is_503() -> None:
