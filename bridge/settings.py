@@ -44,6 +44,7 @@ from bridge.errors import ConfigError
 from bridge.keys import CONSUMER_ID_RE
 from bridge.models import Severity
 from bridge.secret_fields import (
+    AbsentUnlessSetSecret,
     OptionalSecret,
     RequiredSecret,
     RequiredSecretText,
@@ -406,7 +407,7 @@ class ConsoleSettings(_Section):
     enabled: bool = Field(
         default=False, description="Serve `/console/` and `/api/v1/` where `/healthz` is served."
     )
-    token: OptionalSecret = Field(
+    token: AbsentUnlessSetSecret = Field(
         default=None, description="Token for console actions inline (prefer `token_env` or `token_file`)."
     )
     token_env: str | None = secret_env(

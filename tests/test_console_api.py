@@ -9,12 +9,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import httpx
+import pytest
 import redis.asyncio as aioredis
 from fastapi import FastAPI
 
 from bridge import keys
 from bridge.console.api import TokenCheck, build_api
 from bridge.console.wiring import build_console
+from bridge.errors import ConfigError
 from bridge.runtime import Runtime, open_runtime
 from bridge.settings import Settings
 from tests.conftest import envelope_entry
@@ -233,3 +235,11 @@ async def test_who_comes_from_the_body_then_the_header_and_is_cleaned(
     assert by_token.status_code == 201, by_token.text
     assert by_body.json()["author"] == "bob" and by_token.json()["author"] == "token"
     assert [a["who"] for a in audit] == ["token", "bob"]
+
+
+def test_the_console_token_is_optional_unless_a_variable_is_named(make_settings: Callable[..., Settings]) -> None:
+    assert make_settings(console={"enabled": True}).console.token is None, "default variable unset: read-only"
+    given = make_settings({"DLQ_BRIDGE_CONSOLE_TOKEN": "t"}, console={"enabled": True}).console.token
+    assert given is not None and given.get_secret_value() == "t"
+    with pytest.raises(ConfigError, match="CONSOLE_TOKEN_OF_OURS"):
+        make_settings(console={"enabled": True, "token_env": "CONSOLE_TOKEN_OF_OURS"})
