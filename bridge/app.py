@@ -14,6 +14,8 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
+from bridge.console.api import TokenCheck, build_api
+from bridge.console.wiring import build_console
 from bridge.health import Status
 from bridge.runtime import Runtime, open_runtime
 from bridge.settings import Settings
@@ -31,9 +33,11 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     state: dict[str, Runtime] = {}
 
     @contextlib.asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_runtime(settings, transport=transport) as runtime:
             state["runtime"] = runtime
+            if settings.console.enabled:
+                app.state.console = build_console(runtime)
             stop = asyncio.Event()
             task = asyncio.create_task(runtime.pipeline.run(stop), name="pipeline")
             try:
@@ -42,6 +46,10 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
                 await _stop_pipeline(runtime, stop, task, settings.server.grace_s)
 
     app = FastAPI(title="dlq-bridge", lifespan=lifespan, docs_url=None, redoc_url=None)
+
+    if settings.console.enabled:
+        app.state.console_tokens = TokenCheck(settings.console.token)
+        app.include_router(build_api())
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
