@@ -43,13 +43,16 @@ from bridge.sources.base import Claimed
 
 log = logging.getLogger(__name__)
 
-# The entry's record for the console (docs/design.md, "Console and JSON API"), in the same script:
-# HSET records <digest> <record>; ZADD index <ms> <digest>, both trimmed to the newest `max`;
+# The entry's record for the console (docs/design.md, section 6b), in the same script:
+# HSET records <digest> <record> (the parcel, when there is one, is appended to the record here,
+# so the alert JSON crosses the wire once); ZADD index <ms> <digest>, both trimmed to the newest `max`;
 # one minute's counts (alerted, and per summary source) in a bucket that expires after 2 h.
 # KEYS: records, index, stats bucket. ARGV (from `at`): digest, record, ms, max, summary source, ttl.
 _RECORD_LUA = """
 local function record(k, at)
-  redis.call('HSET', KEYS[k], ARGV[at], ARGV[at + 1])
+  local body = ARGV[at + 1]
+  if ARGV[4] ~= '' then body = string.sub(body, 1, -2) .. ',"parcel":' .. ARGV[4] .. '}' end
+  redis.call('HSET', KEYS[k], ARGV[at], body)
   redis.call('ZADD', KEYS[k + 1], tonumber(ARGV[at + 2]), ARGV[at])
   local over = redis.call('ZCARD', KEYS[k + 1]) - tonumber(ARGV[at + 3])
   if over > 0 then
@@ -118,11 +121,12 @@ class EntryRecord:
 
 
 def entry_record(
-    alert_json: str, ms: int, item: str, sinks: list[str], silenced: dict[str, str], quarantined: bool
+    alert_json: str | None, ms: int, item: str, sinks: list[str], silenced: dict[str, str], quarantined: bool
 ) -> str:
-    """`{"ms", "item", "sinks", "silenced", "quarantined", "alert"}`: the alert JSON is embedded as it is."""
+    """`{"ms", "item", "sinks", "silenced", "quarantined"}` plus `"alert"` (embedded as it is) when given;
+    without it the hand-off script appends `"parcel"` (the outbox parcel, which holds the alert)."""
     head = json.dumps({"ms": ms, "item": item, "sinks": sinks, "silenced": silenced, "quarantined": quarantined})
-    return f'{head[:-1]}, "alert": {alert_json}}}'
+    return head if alert_json is None else f'{head[:-1]}, "alert": {alert_json}}}'
 
 
 class HandOff:
@@ -202,6 +206,14 @@ class HandOff:
         except RedisError as exc:  # the parcel waits in the outbox for `sweep`
             log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
 
+    async def forward_parcel(self, outbox: str, parcel: Parcel) -> None:
+        """Forward a parcel another script put in `outbox` (the resolve of a job that left a watched
+        store, `bridge.sources.leaving`); on a Redis error the outbox sweep repeats it."""
+        try:
+            await self._forward(outbox, parcel)
+        except RedisError as exc:
+            log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
+
     async def _prepare(
         self, source: str, digest: str, alert: Alert, routed_sinks: Sequence[str], quarantined: bool
     ) -> tuple[Parcel | None, EntryRecord]:
@@ -214,7 +226,7 @@ class HandOff:
                 self._on_silenced(sink)
         ms = now_ms()
         parcel = self._parcel(alert, sinks, ms) if sinks else None
-        alert_json = parcel.alert if parcel else alert.model_dump_json()
+        alert_json = None if parcel else alert.model_dump_json()  # with a parcel, the script appends it
         body = entry_record(alert_json, ms, parcel.id if parcel else "", sinks, silenced, quarantined)
         return parcel, EntryRecord.of(source, digest, body, ms, self._archive_max, alert.summary.source.value)
 

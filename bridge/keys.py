@@ -210,6 +210,21 @@ def cursor_lease_scores(source_name: str) -> str:
     return f"{PREFIX}:cursor:{{{source_name}}}:lease_scores"
 
 
+def cursor_held(source_name: str) -> str:
+    """Sorted set: id → score in the store of jobs alerted to a resolving sink and not yet seen leaving."""
+    return f"{PREFIX}:cursor:{{{source_name}}}:held"
+
+
+def cursor_held_notes(source_name: str) -> str:
+    """Hash: id → what resolves that job's alert when it leaves the store (`bridge.sources.leaving`)."""
+    return f"{PREFIX}:cursor:{{{source_name}}}:held_notes"
+
+
+def leave_outbox(source_name: str) -> str:
+    """The outbox of resolves for jobs that left a watched store, in the cursor's slot (`outbox` shape)."""
+    return f"{PREFIX}:outbox:{{{source_name}}}"
+
+
 def sidekiq_dead(namespace: str = "") -> str:
     """Sidekiq's dead set (`dead`, or `<namespace>:dead` with redis-namespace)."""
     return f"{namespace}:dead" if namespace else "dead"

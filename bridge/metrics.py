@@ -26,6 +26,18 @@ class Metrics:
             "Non-empty DLQs over sources.max_sources, waiting for their turn",
             registry=r,
         )
+        self.source_up = Gauge(
+            "dlq_bridge_source_up",
+            "1 while a configured kind source (Sidekiq, BullMQ, RQ, stream, RabbitMQ, SQS) can be read, 0 while not",
+            ["source"],
+            registry=r,
+        )
+        self.resolves_queued = Counter(
+            "dlq_bridge_resolves_queued_total",
+            "Alerted jobs seen leaving a watched store by hand (retried, deleted), their resolve queued",
+            ["source", "reason"],
+            registry=r,
+        )
         self.processing_depth = Gauge("dlq_bridge_processing_depth", "Entries claimed and not finished", registry=r)
         self.entries = Counter(
             "dlq_bridge_entries_total",

@@ -77,3 +77,25 @@ def test_only_the_bridges_own_runbook_links_are_clickable() -> None:
     assert runbook_link(ours, None).clickable is False  # type: ignore[union-attr]
     assert runbook_link(theirs, "javascript:").clickable is False  # type: ignore[union-attr]
     assert runbook_link(make_alert(), "https://runbooks.example") is None
+
+
+async def test_the_hand_off_writes_a_record_and_the_minutes_counts(aredis: aioredis.Redis) -> None:
+    from bridge.delivery.queue import SinkQueue
+    from bridge.handoff import HandOff
+
+    handoff = HandOff(aredis, "test-1", 2, {"s1": SinkQueue(aredis, "s1")})
+    alerts = [make_alert(job_id=f"k{i}", raw_digest=f"{i:016x}") for i in range(3)]
+    await handoff.finish_kind("src", b"a0", alerts[0], [])  # no sink: the alert is embedded
+    first = Record.parse(await aredis.hget(keys.entry_records("src"), f"{0:016x}"))
+    assert first is not None and first.alert == alerts[0] and first.sinks == [] and first.item == ""
+    await handoff.finish_kind("src", b"a1", alerts[1], ["s1"])  # the parcel carries it
+    await handoff.finish_kind("src", b"a2", alerts[2], ["s1"])
+    await handoff.flush()
+    stored = await aredis.hgetall(keys.entry_records("src"))
+    records = {k.decode(): Record.parse(v) for k, v in stored.items()}
+    assert sorted(records) == [f"{1:016x}", f"{2:016x}"], "trimmed to the newest archive_max"
+    assert all(r is not None and r.alert.dead_letter.job_id in ("k1", "k2") and r.sinks == ["s1"]
+               for r in records.values())
+    buckets = [await aredis.hgetall(k) for k in await aredis.keys("dlq_bridge:stats:*")]
+    assert sum(int(b[b"alerted"]) for b in buckets) == 3
+    assert 0 < await aredis.ttl((await aredis.keys("dlq_bridge:stats:*"))[0]) <= 7200

@@ -41,7 +41,8 @@ DUPLICATE_SLACK_MS = 1000  # a mark this much before the hand-off is still this 
 
 @dataclass(frozen=True)
 class Record:
-    """One parsed entry record (see bridge.handoff.entry_record)."""
+    """One parsed entry record (see bridge.handoff.entry_record): the alert is embedded, or inside
+    the outbox parcel the hand-off script appended."""
 
     ms: int
     item: str
@@ -56,9 +57,10 @@ class Record:
             return None
         try:
             data = json.loads(raw)
+            alert = (Alert.model_validate(data["alert"]) if "alert" in data
+                     else Alert.model_validate_json(data["parcel"]["alert"]))
             return cls(int(data["ms"]), str(data["item"]), [str(s) for s in data["sinks"]],
-                       {str(k): str(v) for k, v in data["silenced"].items()}, bool(data.get("quarantined")),
-                       Alert.model_validate(data["alert"]))
+                       {str(k): str(v) for k, v in data["silenced"].items()}, bool(data.get("quarantined")), alert)
         except (ValueError, KeyError, TypeError, AttributeError, ValidationError):
             return None
 

@@ -136,13 +136,15 @@ class ConsoleService:
                     pipe.hgetall(keys.encode(keys.handoff_stats(name, m)))
             replies = await pipe.execute() if names else []
         step = 2 + HOUR_BUCKETS
+        kind_depths = dict(zip(self._kinds, await asyncio.gather(
+            *(_kind_depth(ref.source) for ref in self._kinds.values())), strict=True))
         views = []
         for i, name in enumerate(names):
             depth, archived, *buckets = replies[i * step : (i + 1) * step]
-            views.append(await self._source_view(name, int(depth), int(archived), buckets))
+            views.append(self._source_view(name, kind_depths.get(name, int(depth)), int(archived), buckets))
         return views
 
-    async def _source_view(self, name: str, depth: int, archived: int, buckets: list[Any]) -> SourceView:
+    def _source_view(self, name: str, depth: int | None, archived: int, buckets: list[Any]) -> SourceView:
         counts: Counter[str] = Counter()
         for bucket in buckets:
             counts.update({_text(k): int(v) for k, v in bucket.items()})
@@ -150,7 +152,7 @@ class ConsoleService:
                                         fallback=counts["fallback"])
         ref = self._kinds.get(name)
         if ref is not None:
-            return SourceView(source=name, kind=ref.kind, queue=name, depth=await _kind_depth(ref.source),
+            return SourceView(source=name, kind=ref.kind, queue=name, depth=depth,
                               archived=archived, alerted_last_hour=counts["alerted"],
                               summaries_last_hour=summaries, redrivable=False)
         shown = keys.display(name)

@@ -189,9 +189,8 @@ class SinkWorker:
     async def _handle_resolve(self, item: Taken, resolve: Resolve) -> None:
         """Send a resolve where it applies (a PagerDuty sink with `resolve_on_retry`), else drop it."""
         try:
-            if await self._resolves(resolve):
-                sink = self.route.sink
-                assert isinstance(sink, ResolveSink)
+            sink = self.route.sink
+            if isinstance(sink, ResolveSink) and await self._resolves(resolve):
                 await self._dispatcher.deliver_resolve(self.route, sink, resolve)
             self._ack_soon(item.id)
         except REDIS_ERRORS as exc:  # stays leased: taken again when the lease runs out
