@@ -14,6 +14,10 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
+from bridge.console.api import Console, TokenCheck, build_api
+from bridge.console.pages import pages_router
+from bridge.console.service import ConsoleService
+from bridge.console.wiring import build_console
 from bridge.health import Status
 from bridge.runtime import Runtime, freeze_heap, open_runtime
 from bridge.settings import Settings
@@ -31,9 +35,11 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     state: dict[str, Runtime] = {}
 
     @contextlib.asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_runtime(settings, transport=transport) as runtime:
             state["runtime"] = runtime
+            if settings.console.enabled:
+                app.state.console = build_console(runtime)
             freeze_heap()
             stop = asyncio.Event()
             task = asyncio.create_task(runtime.pipeline.run(stop), name="pipeline")
@@ -43,6 +49,11 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
                 await _stop_pipeline(runtime, stop, task, settings.server.grace_s)
 
     app = FastAPI(title="dlq-bridge", lifespan=lifespan, docs_url=None, redoc_url=None)
+
+    if settings.console.enabled:
+        app.state.console_tokens = TokenCheck(settings.console.token)
+        app.include_router(build_api())
+        app.include_router(pages_router(lambda: _console_service(app), settings.runbooks.base_url))
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
@@ -74,6 +85,12 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
         return Response(data, media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+def _console_service(app: FastAPI) -> ConsoleService | None:
+    """The running console's read side for the pages; None while the bridge starts."""
+    console: Console | None = getattr(app.state, "console", None)
+    return console.service if console is not None else None
 
 
 async def _probe(runtime: Runtime) -> None:

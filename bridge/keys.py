@@ -301,3 +301,26 @@ def group_job_details(sink: str, group_key: str, previous: bool = False) -> str:
 def group_queues(sink: str, group_key: str, previous: bool = False) -> str:
     """HASH queue → number of the group's jobs from that queue."""
     return _group_part("queues", sink, group_key, previous)
+
+
+# --- Console (docs/design.md, section "Console and JSON API") -------------------------------
+# Entry records and hand-off counts live in the source's slot (written by the hand-off script);
+# silences and the audit list are small fleet-wide keys read off the hot path.
+SILENCES = f"{PREFIX}:silences"
+AUDIT = f"{PREFIX}:audit"
+STATS_BUCKET_S = 60
+
+
+def entry_records(source_key: str) -> str:
+    """HASH raw digest → JSON record of the entry's hand-off (alert, sinks, silenced sinks, ms)."""
+    return f"{PREFIX}:entries:{source_ref(source_key)}"
+
+
+def entry_index(source_key: str) -> str:
+    """ZSET raw digest → hand-off ms; trimmed with the records to `sources.archive_max`."""
+    return f"{PREFIX}:entries:{source_ref(source_key)}:index"
+
+
+def handoff_stats(source_key: str, minute: int) -> str:
+    """HASH of one minute's hand-offs (`alerted`, and per summary source); expires after 2 h."""
+    return f"{PREFIX}:stats:{source_ref(source_key)}:{minute}"

@@ -133,6 +133,12 @@ class Metrics:
             ["sink", "kind"],
             registry=r,
         )
+        self.silenced = Counter(
+            "dlq_bridge_silenced_total",
+            "Alerts not handed to a sink because a console silence matched them, by sink",
+            ["sink"],
+            registry=r,
+        )
         self.loop_tick = Gauge("dlq_bridge_loop_tick_timestamp_seconds", "Last tick of the main loop", registry=r)
 
     def child(self, metric: M, *values: str) -> M:

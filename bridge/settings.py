@@ -44,6 +44,7 @@ from bridge.errors import ConfigError
 from bridge.keys import CONSUMER_ID_RE
 from bridge.models import Severity
 from bridge.secret_fields import (
+    AbsentUnlessSetSecret,
     OptionalSecret,
     RequiredSecret,
     RequiredSecretText,
@@ -400,6 +401,21 @@ class RunbookSettings(_Section):
     )
 
 
+class ConsoleSettings(_Section):
+    """The DLQ console and its JSON API (docs/design.md, section "Console and JSON API")."""
+
+    enabled: bool = Field(
+        default=False, description="Serve `/console/` and `/api/v1/` where `/healthz` is served."
+    )
+    token: AbsentUnlessSetSecret = Field(
+        default=None, description="Token for console actions inline (prefer `token_env` or `token_file`)."
+    )
+    token_env: str | None = secret_env(
+        "the token console actions need (without one the console is read-only)", "DLQ_BRIDGE_CONSOLE_TOKEN"
+    )
+    token_file: Path | None = secret_file("the console token")
+
+
 GroupBy = Literal["fingerprint", "queue", "none"]
 
 
@@ -543,6 +559,7 @@ class Settings(BaseSettings):
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     runbooks: RunbookSettings = Field(default_factory=RunbookSettings)
+    console: ConsoleSettings = Field(default_factory=ConsoleSettings)
     sinks: list[SinkSettings] = Field(default_factory=list)
 
     @classmethod
