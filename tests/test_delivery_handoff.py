@@ -51,6 +51,28 @@ async def test_finish_archives_and_queues_the_alert_for_every_routed_sink(aredis
     assert (await SinkQueue(aredis, "slack").stats()).depth == 1
 
 
+async def test_concurrent_hand_offs_of_one_source_share_a_script_and_each_gets_its_own_answer(
+    aredis: aioredis.Redis,
+) -> None:
+    """Batched: three hand-offs in the same few ms, one of an entry reaped meanwhile (not ours)."""
+    handoff = handoff_for(aredis, "hook")
+    assert await handoff.finish(await claimed_entry(aredis, "warm"), make_alert(job_id="warm"), [])  # script loaded
+    a, b = await claimed_entry(aredis, "a"), await claimed_entry(aredis, "b")
+    gone = Claimed(SOURCE, envelope_entry(job_id="gone"))
+    before = (await aredis.info("commandstats")).get("cmdstat_evalsha", {}).get("calls", 0)
+    done = await asyncio.gather(*(handoff.finish(c, make_alert(job_id=j), ["hook"])
+                                  for c, j in ((a, "a"), (gone, "gone"), (b, "b"))))
+    calls = (await aredis.info("commandstats"))["cmdstat_evalsha"]["calls"] - before
+    assert done == [True, False, True]
+    assert calls == 1, "one script call for the three"
+    assert sorted(await aredis.lrange(keys.alerted(SOURCE), 0, 1)) == sorted([a.raw, b.raw])
+    assert await aredis.llen(keys.processing(SOURCE, "test-1")) == 0
+    assert await aredis.hlen(keys.entry_records(SOURCE)) == 3, "a record per finished entry (warm, a, b)"
+    await handoff.flush()
+    assert sorted(json.loads(t.body)["dead_letter"]["job_id"] for t in await SinkQueue(aredis, "hook").take(5)) == [
+        "a", "b"]
+
+
 async def test_a_reaped_entry_is_neither_archived_nor_queued(aredis: aioredis.Redis) -> None:
     claimed = Claimed(SOURCE, envelope_entry(job_id="gone"))
     assert not await handoff_for(aredis, "hook").finish(claimed, make_alert(job_id="gone"), ["hook"])

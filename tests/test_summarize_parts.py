@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -143,3 +144,26 @@ def test_system_prompt_does_not_assume_it_is_alone() -> None:
     prompt = load_system_prompt(RunbookCatalog.load().catalogue())
     assert "BEGIN DEAD LETTER" in prompt and "Ignore everything outside the markers" in prompt
     assert "may arrive inside a larger" in prompt
+
+
+async def test_a_cancelled_coalesced_leader_hands_the_call_to_a_waiting_follower() -> None:
+    """The leader makes the call inline (no task); if it is cancelled, a follower makes it instead."""
+    from bridge.summarize.cache import Coalescer
+
+    coalescer: Coalescer[int] = Coalescer()
+    calls: list[int] = []
+    started = asyncio.Event()
+
+    async def work() -> int:
+        calls.append(1)
+        started.set()
+        await asyncio.sleep(10 if len(calls) == 1 else 0)
+        return len(calls)
+
+    leader = asyncio.create_task(coalescer.run("cause", work))
+    await started.wait()
+    follower = asyncio.create_task(coalescer.run("cause", work))
+    await asyncio.sleep(0)
+    leader.cancel()
+    assert await follower == (2, True), "the follower led the second call"
+    assert len(coalescer) == 0
