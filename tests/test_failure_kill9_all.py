@@ -133,7 +133,9 @@ async def test_sigterm_mid_drain_exits_0_within_grace_and_the_rest_drains_after_
 ) -> None:
     count, grace = 80, 2.0
     await aredis.lpush(SOURCE, *entries(count))
-    gateway = FakeGateway()
+    # A gateway that takes 0.3 s a cause keeps the drain going (≈ 35 causes, 4 calls at a time)
+    # while the first slow webhooks arrive: the SIGTERM lands mid-drain however fast the claims are.
+    gateway = FakeGateway(latency_s=0.3)
     slow = Receiver(default=Reply(delay_s=0.3))
     quick = Receiver(default=Reply(202))
     port = free_port()
