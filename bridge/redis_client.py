@@ -1,10 +1,32 @@
-"""Building the redis.asyncio client the whole bridge shares."""
+"""Building the Redis client the whole bridge shares: one server, or a Redis Cluster.
+
+`build_redis` is the one factory (the service and every operator command use it). With
+`[redis] cluster = true` it returns `redis.asyncio.cluster.RedisCluster`, typed as the
+plain client: the bridge only uses commands both offer, every script and every
+transaction touches keys of one slot (docs/design.md, section 2), `SCAN` runs on every
+master (redis-py's cluster `scan_iter` keeps one cursor per primary), and commands
+without a key are sent to an explicit node where it matters (`WAIT`, the health probe).
+"""
 
 from __future__ import annotations
 
+from typing import cast
+
 import redis.asyncio as redis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bridge.settings import RedisSettings
+
+# MOVED/ASK are followed by the cluster client itself; connection errors, timeouts and
+# CLUSTERDOWN (a failover under way) are retried this often, with jittered backoff, before
+# the bridge's own loops (which back off further) see the error.
+CLUSTER_RETRIES = 6
+CLUSTER_BACKOFF_BASE_S = 0.05
+CLUSTER_BACKOFF_CAP_S = 1.0
 
 
 def build_redis(url: str, settings: RedisSettings, max_connections: int = 256) -> redis.Redis:
@@ -16,6 +38,8 @@ def build_redis(url: str, settings: RedisSettings, max_connections: int = 256) -
     the pipeline retries it). Commands fail fast while Redis is down; the loops
     that call them retry.
     """
+    if settings.cluster:
+        return cast(redis.Redis, build_cluster(url, settings, max_connections))
     pool = redis.ConnectionPool.from_url(
         url,
         max_connections=max_connections,
@@ -24,3 +48,25 @@ def build_redis(url: str, settings: RedisSettings, max_connections: int = 256) -
         health_check_interval=15,
     )
     return redis.Redis(connection_pool=pool)
+
+
+def build_cluster(url: str, settings: RedisSettings, max_connections: int) -> RedisCluster:
+    """The cluster client: `url` is any node; the others are learnt from it (and kept up to date)."""
+    retry = Retry(
+        ExponentialWithJitterBackoff(base=CLUSTER_BACKOFF_BASE_S, cap=CLUSTER_BACKOFF_CAP_S),
+        CLUSTER_RETRIES,
+        supported_errors=(RedisConnectionError, RedisTimeoutError),
+    )
+    return RedisCluster.from_url(
+        url,
+        max_connections=max_connections,  # per node
+        socket_timeout=settings.socket_timeout_s,
+        socket_connect_timeout=min(2.0, settings.socket_timeout_s),
+        health_check_interval=15,
+        retry=retry,
+    )
+
+
+def as_cluster(client: redis.Redis) -> RedisCluster | None:
+    """The cluster client behind `client`, or None for a single server."""
+    return client if isinstance(client, RedisCluster) else None
