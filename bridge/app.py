@@ -15,6 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
 from bridge.health import Status
+from bridge.redis_client import probe
 from bridge.runtime import Runtime, open_runtime
 from bridge.settings import Settings
 
@@ -64,8 +65,8 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
 async def _probe(runtime: Runtime) -> None:
     """Ask Redis right now, and check the claim loop still ticks."""
     try:
-        await asyncio.wait_for(runtime.redis.ping(), timeout=REDIS_PING_TIMEOUT_S)
-        runtime.health.set("redis", Status.OK)
+        problem = await asyncio.wait_for(probe(runtime.redis), timeout=REDIS_PING_TIMEOUT_S)
+        runtime.health.set("redis", Status.FAILING if problem else Status.OK, problem or "")
     except Exception as exc:  # any failure to answer means Redis is not usable
         runtime.health.set("redis", Status.FAILING, type(exc).__name__)
     if time.monotonic() - runtime.pipeline.last_tick > LOOP_STALL_S and not runtime.health.failing():

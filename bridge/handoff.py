@@ -28,11 +28,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import redis.asyncio as redis
+from redis.asyncio.client import Pipeline
 from redis.exceptions import RedisError
 
 from bridge import keys
 from bridge.delivery.queue import SinkQueue, item_id, now_ms
 from bridge.models import Alert
+from bridge.replicas import ReplicaWait
 from bridge.sources.base import Claimed
 
 log = logging.getLogger(__name__)
@@ -86,8 +88,10 @@ class HandOff:
         archive_max: int,
         queues: Mapping[str, SinkQueue],
         on_enqueued: Callable[[str], None] = lambda _sink: None,
+        replicas: ReplicaWait | None = None,
     ) -> None:
         self._redis = client
+        self._replicas = replicas or ReplicaWait(client, 0, 1.0)
         self._consumer = consumer
         self._archive_max = archive_max
         self._queues = dict(queues)
@@ -111,7 +115,8 @@ class HandOff:
         outbox = keys.outbox(source)
         target, trim = (keys.quarantine(source), 0) if quarantine else (keys.alerted(source), self._archive_max)
         names = [keys.processing(source, self._consumer), target, outbox, keys.claims(source, claimed.digest)]
-        done = await self._script(
+        done = await self._replicas.script(
+            self._script,
             keys=[keys.encode(name) for name in names],  # byte-exact: a key name need not be UTF-8
             args=[claimed.raw, trim, parcel.id if parcel else "", parcel.encode() if parcel else ""],
         )
@@ -132,7 +137,8 @@ class HandOff:
         sinks = list(dict.fromkeys(routed_sinks))
         parcel = self._parcel(alert, sinks) if sinks else None
         outbox = keys.outbox(source_name)
-        await self._kind_script(
+        await self._replicas.script(
+            self._kind_script,
             keys=[keys.encode(keys.alerted(source_name)), keys.encode(outbox)],
             args=[raw, self._archive_max, parcel.id if parcel else "", parcel.encode() if parcel else ""],
         )
@@ -152,10 +158,13 @@ class HandOff:
     async def _forward(self, outbox: str, parcel: Parcel) -> None:
         """Enqueue for every sink (one pipelined batch), then drop it from the outbox (batched)."""
         queues = [self._queue(s) for s in parcel.sinks]
-        async with self._redis.pipeline(transaction=False) as pipe:
+
+        def fill(pipe: Pipeline) -> None:
             for queue in queues:
                 queue.forward(pipe, parcel.id, parcel.alert)
-            await pipe.execute()
+
+        # with wait_replicas, the parcel leaves the outbox only once its sink items are on replicas
+        await self._replicas.pipeline(fill, [queue.keys.items for queue in queues])
         for queue in queues:
             self._on_enqueued(queue.sink)
         self._forwarded.setdefault(outbox, []).append(parcel.id)

@@ -116,6 +116,12 @@ class Metrics:
             ["sink", "kind"],
             registry=r,
         )
+        self.replica_waits = Counter(
+            "dlq_bridge_replica_wait_total",
+            "WAITs for redis.wait_replicas after a hand-off or forward, by outcome (ok, timeout)",
+            ["outcome"],
+            registry=r,
+        )
         self.loop_tick = Gauge("dlq_bridge_loop_tick_timestamp_seconds", "Last tick of the main loop", registry=r)
 
     def render(self) -> bytes:

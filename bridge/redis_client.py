@@ -70,3 +70,32 @@ def build_cluster(url: str, settings: RedisSettings, max_connections: int) -> Re
 def as_cluster(client: redis.Redis) -> RedisCluster | None:
     """The cluster client behind `client`, or None for a single server."""
     return client if isinstance(client, RedisCluster) else None
+
+
+async def probe(client: redis.Redis) -> str | None:
+    """Why Redis cannot serve the bridge right now, or None when it can.
+
+    One server: it answers PING. A cluster: every master answers PING and the node asked
+    reports `cluster_state:ok` (every slot served by a reachable master); during a failover
+    that is false from the moment the dead master is flagged until its replica is promoted.
+    """
+    cluster = as_cluster(client)
+    if cluster is None:
+        await client.ping()
+        return None
+    await cluster.ping(target_nodes=RedisCluster.PRIMARIES)
+    info = await cluster.cluster_info()
+    state = _field(info, "cluster_state")
+    return None if state == "ok" else f"cluster_state {state}"
+
+
+def _field(info: object, name: str) -> str:
+    """A field of CLUSTER INFO, parsed (dict) or raw (text)."""
+    if isinstance(info, dict):
+        value = info.get(name, info.get(name.encode(), "?"))
+        return value.decode() if isinstance(value, bytes) else str(value)
+    text = info.decode() if isinstance(info, bytes) else str(info)
+    for line in text.splitlines():
+        if line.startswith(name + ":"):
+            return line.split(":", 1)[1]
+    return "?"

@@ -161,7 +161,7 @@ class RedisSettings(_Section):
     def _url_shape(self) -> RedisSettings:
         if self.url is None:
             if self.cluster:
-                raise ValueError("redis.cluster needs redis.url (any node of the cluster); embedded Redis is one server")
+                raise ValueError("redis.cluster needs redis.url, any node of the cluster")
             return self
         parts = urlsplit(self.url.get_secret_value())
         if parts.scheme not in ("redis", "rediss", "unix"):

@@ -20,6 +20,7 @@ from bridge.delivery.worker import Delivery, Grouper, SinkWorker
 from bridge.handoff import HandOff
 from bridge.health import Health, Status
 from bridge.metrics import Metrics
+from bridge.replicas import ReplicaWait
 from bridge.settings import (
     ConsoleSinkSettings,
     PagerDutySinkSettings,
@@ -148,6 +149,7 @@ def build_delivery(
         if sink in workers:
             workers[sink].nudge()
 
-    handoff = HandOff(client, settings.redis.consumer_id, settings.sources.archive_max, queues, nudge)
+    replicas = ReplicaWait(client, settings.redis.wait_replicas, settings.redis.wait_timeout_s, metrics)
+    handoff = HandOff(client, settings.redis.consumer_id, settings.sources.archive_max, queues, nudge, replicas)
     monitor = QueueMonitor(list(queues.values()), metrics, health, settings.delivery.queue_stale_s)
     return Delivery(list(workers.values()), handoff, monitor)

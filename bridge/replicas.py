@@ -1,0 +1,108 @@
+"""`[redis] wait_replicas`: WAIT for replicas after the writes that finish an entry.
+
+Redis replicates asynchronously: a master that dies right after acknowledging a write may
+take it with it when its replica is promoted. `WAIT n timeout` blocks until `n` replicas
+have every write made so far *on the same connection*, so it must travel with the write:
+here the write and its WAIT go out in one pipeline, which redis-py sends on one connection
+of the node that owns the keys (on a cluster, the WAIT is aimed at the node owning the
+key's slot with `target_nodes`).
+
+A WAIT that times out (fewer replicas than asked) is counted and logged, and the bridge
+carries on: the write is on the master, only not yet on enough replicas. A WAIT that
+fails (the node died) raises like any Redis error, so the caller's retry or the outbox
+sweep repeats the step (docs/design.md, section 5b).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis.asyncio as redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
+
+from bridge.metrics import Metrics
+from bridge.redis_client import as_cluster
+
+log = logging.getLogger(__name__)
+
+WARN_EVERY_S = 10.0
+
+
+class ReplicaWait:
+    """Runs a write and, when `replicas` > 0, a WAIT for it on the same connection."""
+
+    def __init__(self, client: redis.Redis, replicas: int, timeout_s: float, metrics: Metrics | None = None) -> None:
+        self._client = client
+        self.replicas = replicas
+        self._timeout_ms = max(1, int(timeout_s * 1000))
+        self._metrics = metrics
+        self._warned = 0.0
+
+    @property
+    def enabled(self) -> bool:
+        return self.replicas > 0
+
+    async def script(self, script: AsyncScript, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
+        """`script(keys, args)`, then WAIT on the node and connection that ran it."""
+        if not self.enabled:
+            return await script(keys=list(keys), args=list(args))
+        for _ in range(2):
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                self._wait_on(pipe, keys[0])
+                result, acked = await pipe.execute(raise_on_error=False)
+            if isinstance(result, NoScriptError):  # a new or restarted node: load it, run again
+                script.sha = await self._client.script_load(script.script)
+                continue
+            if isinstance(result, Exception):
+                raise result
+            self._check([acked])
+            return result
+        raise NoScriptError("the script could not be loaded")
+
+    async def pipeline(self, fill: Callable[[Any], None], keys: Sequence[str | bytes]) -> list[Any]:
+        """Run the commands `fill(pipe)` queues, then WAIT on every node that owns one of `keys`."""
+        async with self._client.pipeline(transaction=False) as pipe:
+            fill(pipe)
+            waits = self._wait_all(pipe, keys) if self.enabled else 0
+            results: list[Any] = await pipe.execute()
+        if waits:
+            self._check(results[-waits:])
+            results = results[:-waits]
+        return results
+
+    def _wait_on(self, pipe: Any, key: str | bytes) -> None:
+        cluster = as_cluster(self._client)
+        if cluster is None:
+            pipe.execute_command("WAIT", self.replicas, self._timeout_ms)
+        else:
+            node = cluster.get_node_from_key(key)  # type: ignore[arg-type]  # bytes keys work too
+            pipe.execute_command("WAIT", self.replicas, self._timeout_ms, target_nodes=node)
+
+    def _wait_all(self, pipe: Any, keys: Sequence[str | bytes]) -> int:
+        cluster = as_cluster(self._client)
+        if cluster is None:
+            self._wait_on(pipe, keys[0])
+            return 1
+        nodes = {cluster.get_node_from_key(k).name: k for k in keys}  # type: ignore[arg-type, union-attr]
+        for key in nodes.values():
+            self._wait_on(pipe, key)
+        return len(nodes)
+
+    def _check(self, acked: Sequence[Any]) -> None:
+        for value in acked:
+            if isinstance(value, Exception):
+                raise value
+            ok = int(value) >= self.replicas
+            if self._metrics is not None:
+                self._metrics.replica_waits.labels("ok" if ok else "timeout").inc()
+            if not ok and time.monotonic() - self._warned > WARN_EVERY_S:
+                self._warned = time.monotonic()
+                log.warning(
+                    "WAIT %d: only %d replica(s) acknowledged within %d ms; carrying on (a failover now "
+                    "could lose this write)", self.replicas, int(value), self._timeout_ms,
+                )
