@@ -157,6 +157,11 @@ def quarantine(source_key: str) -> str:
     return f"{PREFIX}:quarantine:{source_ref(source_key)}"
 
 
+def redrive_staging(source_key: str) -> str:
+    """Entries `redrive` is moving to a work queue in another cluster slot (list, the DLQ's slot)."""
+    return f"{PREFIX}:redrive:{source_ref(source_key)}"
+
+
 def claims(source_key: str, digest: str) -> str:
     """Claim counter of one entry (by raw digest), in the source's hash slot."""
     return f"{PREFIX}:claims:{source_ref(source_key)}:{digest}"
