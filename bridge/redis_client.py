@@ -10,13 +10,14 @@ without a key are sent to an explicit node where it matters (`WAIT`, the health 
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import redis.asyncio as redis
-from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.cluster import ClusterPipeline, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bridge.settings import RedisSettings
@@ -57,7 +58,7 @@ def build_cluster(url: str, settings: RedisSettings, max_connections: int) -> Re
         CLUSTER_RETRIES,
         supported_errors=(RedisConnectionError, RedisTimeoutError),
     )
-    return RedisCluster.from_url(
+    return BridgeCluster.from_url(
         url,
         max_connections=max_connections,  # per node
         socket_timeout=settings.socket_timeout_s,
@@ -65,6 +66,43 @@ def build_cluster(url: str, settings: RedisSettings, max_connections: int) -> Re
         health_check_interval=15,
         retry=retry,
     )
+
+
+class ClusterUnavailableError(RedisConnectionError):
+    """A cluster-side failure redis-py raises outside `RedisError` (no node serves a slot yet).
+
+    Raised as a connection error, so every loop of the bridge backs off and retries it as it
+    does while a single server is down.
+    """
+
+
+class BridgeCluster(RedisCluster):
+    """RedisCluster whose failures are all `RedisError`s (see `ClusterUnavailableError`)."""
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().execute_command(*args, **kwargs)
+        except RedisClusterException as exc:
+            raise ClusterUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+
+    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> ClusterPipeline:
+        if shard_hint:
+            raise RedisClusterException("shard_hint is deprecated in cluster mode")
+        return BridgeClusterPipeline(self, transaction)  # type: ignore[abstract]  # as RedisCluster.pipeline does
+
+    async def initialize(self, *args: Any, **kwargs: Any) -> RedisCluster:
+        try:
+            return await super().initialize(*args, **kwargs)
+        except RedisClusterException as exc:
+            raise ClusterUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+
+
+class BridgeClusterPipeline(ClusterPipeline):
+    async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True) -> list[Any]:
+        try:
+            return await super().execute(raise_on_error, allow_redirections)
+        except RedisClusterException as exc:
+            raise ClusterUnavailableError(f"{type(exc).__name__}: {exc}") from exc
 
 
 def as_cluster(client: redis.Redis) -> RedisCluster | None:

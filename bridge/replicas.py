@@ -21,11 +21,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis.asyncio as redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, RedisClusterException
 
 from bridge.metrics import Metrics
-from bridge.redis_client import as_cluster
+from bridge.redis_client import ClusterUnavailableError, as_cluster
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class ReplicaWait:
         if not self.enabled:
             return await script(keys=list(keys), args=list(args))
         for _ in range(2):
+            await self._ready()
             async with self._client.pipeline(transaction=False) as pipe:
                 pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
                 self._wait_on(pipe, keys[0])
@@ -66,6 +68,8 @@ class ReplicaWait:
 
     async def pipeline(self, fill: Callable[[Any], None], keys: Sequence[str | bytes]) -> list[Any]:
         """Run the commands `fill(pipe)` queues, then WAIT on every node that owns one of `keys`."""
+        if self.enabled:
+            await self._ready()
         async with self._client.pipeline(transaction=False) as pipe:
             fill(pipe)
             waits = self._wait_all(pipe, keys) if self.enabled else 0
@@ -75,12 +79,18 @@ class ReplicaWait:
             results = results[:-waits]
         return results
 
+    async def _ready(self) -> None:
+        """A cluster client knows its slots only once initialized (lazily, or again after a failover)."""
+        cluster = as_cluster(self._client)
+        if cluster is not None:
+            await cluster.initialize()
+
     def _wait_on(self, pipe: Any, key: str | bytes) -> None:
         cluster = as_cluster(self._client)
         if cluster is None:
             pipe.execute_command("WAIT", self.replicas, self._timeout_ms)
         else:
-            node = cluster.get_node_from_key(key)  # type: ignore[arg-type]  # bytes keys work too
+            node = _node_of(cluster, key)
             pipe.execute_command("WAIT", self.replicas, self._timeout_ms, target_nodes=node)
 
     def _wait_all(self, pipe: Any, keys: Sequence[str | bytes]) -> int:
@@ -88,7 +98,7 @@ class ReplicaWait:
         if cluster is None:
             self._wait_on(pipe, keys[0])
             return 1
-        nodes = {cluster.get_node_from_key(k).name: k for k in keys}  # type: ignore[arg-type, union-attr]
+        nodes = {_node_of(cluster, k).name: k for k in keys}
         for key in nodes.values():
             self._wait_on(pipe, key)
         return len(nodes)
@@ -106,3 +116,14 @@ class ReplicaWait:
                     "WAIT %d: only %d replica(s) acknowledged within %d ms; carrying on (a failover now "
                     "could lose this write)", self.replicas, int(value), self._timeout_ms,
                 )
+
+
+def _node_of(cluster: RedisCluster, key: str | bytes) -> ClusterNode:
+    """The master serving `key`'s slot, as the client knows it now."""
+    try:
+        node = cluster.get_node_from_key(key)  # type: ignore[arg-type]  # bytes keys work too
+    except RedisClusterException as exc:  # no master known for the slot: a failover under way
+        raise ClusterUnavailableError(str(exc)) from exc
+    if node is None:
+        raise ClusterUnavailableError("no master serves the slot of a key")
+    return node

@@ -42,11 +42,12 @@ def _bridges_use_the_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
 def clean_redis(local_cluster: LocalCluster) -> Iterator[RedisCluster]:
     """A sync cluster client, every master flushed before and after the test."""
     local_cluster.wait_ok()
+    local_cluster.flush()
     client = RedisCluster.from_url(local_cluster.url)
-    client.flushall(target_nodes=RedisCluster.PRIMARIES)
     yield client
-    client.flushall(target_nodes=RedisCluster.PRIMARIES)
     client.close()
+    local_cluster.wait_ok()  # a test may have failed a master over: flush the masters of now
+    local_cluster.flush()
 
 
 @pytest.fixture

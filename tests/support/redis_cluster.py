@@ -152,6 +152,23 @@ class LocalCluster:
                 return other
         raise LookupError(f"no replica of {port}")
 
+    def wait_replicated(self, timeout_s: float = 20.0) -> None:
+        """Until every replica has everything its master wrote so far."""
+        deadline = time.monotonic() + timeout_s
+        while not all(self._caught_up(p) for p in self.primaries()):
+            if time.monotonic() > deadline:
+                raise RuntimeError("replicas did not catch up")
+            time.sleep(0.05)
+
+    def _caught_up(self, master: int) -> bool:
+        client = redis.Redis(port=master, socket_timeout=2)
+        try:
+            info = client.info("replication")
+        finally:
+            client.close()
+        replicas = [v for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)]
+        return bool(replicas) and all(int(r["offset"]) >= int(info["master_repl_offset"]) for r in replicas)
+
     def is_ok(self) -> bool:
         """Every live node sees cluster_state:ok, 3 masters, and every replica's link is up."""
         try:
