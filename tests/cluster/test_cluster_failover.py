@@ -153,7 +153,8 @@ async def test_two_bridges_drain_through_a_master_failover(
     lost = len(every - set(sent))
     twice = sum(1 for n in sent.values() if n > 1)
     print(f"\nfailover (wait_replicas={wait_replicas}): killed master :{outage.victim}, replica :{outage.heir} "
-          f"promoted {outage.down_s:.1f} s later; /healthz 200 again {outage.healthy_after_s:.1f} s after the promotion; "
+          f"promoted {outage.down_s:.1f} s later; /healthz 200 again "
+          f"{outage.healthy_after_s:.1f} s after the promotion; "
           f"entries {ENTRIES}: archived once {sum(1 for n in archive.values() if n == 1)}, "
           f"alerts lost {lost}, re-alerted (sent twice) {twice}; drained={drained}")
     assert outage.saw_503, "/healthz should have said 503 while a master was down"
