@@ -133,14 +133,14 @@ class RedisSettings(_Section):
     cluster: bool = Field(
         default=False,
         description="`url` names any node of a Redis Cluster: the cluster client everywhere, DLQ discovery "
-        "on every master (docs/design.md, section 2).",
+        "on every master (docs/design.md, section 2c).",
     )
     wait_replicas: int = Field(
         default=0,
         ge=0,
         le=16,
         description="After each hand-off and sink-queue forward, `WAIT` for this many replicas to have the "
-        "write, so a master failover loses no alert (0: do not wait; costs throughput, see docs/design.md).",
+        "write, so a master failover loses no alert (0: do not wait; adds latency per entry: docs/design.md, 2c).",
     )
     wait_timeout_s: float = Field(
         default=1.0,

@@ -107,3 +107,14 @@ def test_redrive_within_one_slot_stays_one_script_per_entry(
     assert code == 0, out
     assert clean_redis.llen("{carts}:jobs") == 1
     assert clean_redis.exists(keys.redrive_staging("dead_letter:{carts}")) == 0
+
+
+def test_the_deploy_example_config_passes_check_on_a_cluster(
+    local_cluster: LocalCluster, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """deploy/redis-cluster/bridge.toml, its node address swapped for the local cluster's."""
+    monkeypatch.setenv("DLQ_BRIDGE_REDIS__URL", local_cluster.url)
+    example = Path(__file__).resolve().parents[2] / "deploy" / "redis-cluster" / "bridge.toml"
+    code, out = run(example, capsys, "check", "--timeout", "3")
+    assert code == 0, out
+    assert "cluster of 3 masters, state ok" in out
