@@ -55,14 +55,15 @@ class ReplicaWait:
             await self._ready()
             async with self._client.pipeline(transaction=False) as pipe:
                 pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-                self._wait_on(pipe, keys[0])
+                aimed = self._wait_on(pipe, keys[0])
                 result, acked = await pipe.execute(raise_on_error=False)
             if isinstance(result, NoScriptError):  # a new or restarted node: load it, run again
                 script.sha = await self._client.script_load(script.script)
                 continue
             if isinstance(result, Exception):
                 raise result
-            self._check([acked])
+            # the write is done either way; a WAIT whose node lost the slot meanwhile proves nothing
+            self._check([acked if self._still_owns(aimed, keys[0]) else 0])
             return result
         raise NoScriptError("the script could not be loaded")
 
@@ -72,11 +73,15 @@ class ReplicaWait:
             await self._ready()
         async with self._client.pipeline(transaction=False) as pipe:
             fill(pipe)
-            waits = self._wait_all(pipe, keys) if self.enabled else 0
+            aimed = self._wait_all(pipe, keys) if self.enabled else {}
             results: list[Any] = await pipe.execute()
-        if waits:
-            self._check(results[-waits:])
-            results = results[:-waits]
+        if aimed:
+            if not all(self._still_owns(node, key) for key, node in aimed.items()):
+                # a failover moved a slot while the batch ran (redis-py then re-sends it, but not
+                # the WAIT to its node): unconfirmed, so the caller keeps its outbox parcel
+                raise ClusterUnavailableError("a slot moved during the write and its WAIT")
+            self._check(results[-len(aimed) :])
+            results = results[: -len(aimed)]
         return results
 
     async def _ready(self) -> None:
@@ -85,23 +90,32 @@ class ReplicaWait:
         if cluster is not None:
             await cluster.initialize()
 
-    def _wait_on(self, pipe: Any, key: str | bytes) -> None:
+    def _wait_on(self, pipe: Any, key: str | bytes) -> str:
+        """Queue a WAIT for the node owning `key`; the node's name ("" for one server)."""
         cluster = as_cluster(self._client)
         if cluster is None:
             pipe.execute_command("WAIT", self.replicas, self._timeout_ms)
-        else:
-            node = _node_of(cluster, key)
-            pipe.execute_command("WAIT", self.replicas, self._timeout_ms, target_nodes=node)
+            return ""
+        node = _node_of(cluster, key)
+        pipe.execute_command("WAIT", self.replicas, self._timeout_ms, target_nodes=node)
+        return str(node.name)
 
-    def _wait_all(self, pipe: Any, keys: Sequence[str | bytes]) -> int:
+    def _wait_all(self, pipe: Any, keys: Sequence[str | bytes]) -> dict[str | bytes, str]:
+        """One WAIT per node owning one of `keys`: key → node name."""
         cluster = as_cluster(self._client)
         if cluster is None:
-            self._wait_on(pipe, keys[0])
-            return 1
-        nodes = {_node_of(cluster, k).name: k for k in keys}
-        for key in nodes.values():
-            self._wait_on(pipe, key)
-        return len(nodes)
+            return {keys[0]: self._wait_on(pipe, keys[0])}
+        by_node = {_node_of(cluster, k).name: k for k in keys}
+        return {key: self._wait_on(pipe, key) for key in by_node.values()}
+
+    def _still_owns(self, node: str, key: str | bytes) -> bool:
+        cluster = as_cluster(self._client)
+        if cluster is None:
+            return True
+        try:
+            return str(_node_of(cluster, key).name) == node
+        except ClusterUnavailableError:
+            return False
 
     def _check(self, acked: Sequence[Any]) -> None:
         for value in acked:
