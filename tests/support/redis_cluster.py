@@ -174,6 +174,46 @@ class LocalCluster:
         replicas = [v for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)]
         return bool(replicas) and all(int(r["offset"]) >= int(info["master_repl_offset"]) for r in replicas)
 
+    def node_id(self, port: int) -> str:
+        client = redis.Redis(port=port, socket_timeout=2, decode_responses=True)
+        try:
+            return str(client.execute_command("CLUSTER", "MYID"))
+        finally:
+            client.close()
+
+    def owner(self, key: str) -> int:
+        """The port of the master serving `key`'s slot."""
+        client = self.client()
+        try:
+            return int(client.get_node_from_key(key).port)
+        finally:
+            client.close()
+
+    def migrate_slot(self, slot: int, source: int, target: int, pause_s: float = 0.0) -> int:
+        """Move one slot between masters as `redis-cli --cluster reshard` does, one key at a time
+        (`pause_s` between keys keeps the slot half-moved for a while); the keys moved."""
+        src = redis.Redis(port=source, socket_timeout=10)
+        dst = redis.Redis(port=target, socket_timeout=10)
+        moved = 0
+        try:
+            src_id, dst_id = self.node_id(source), self.node_id(target)
+            dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+            src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+            while batch := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1):
+                src.execute_command("MIGRATE", "127.0.0.1", target, "", 0, 5000, "KEYS", *batch)
+                moved += len(batch)
+                time.sleep(pause_s)
+            for port in self.primaries():
+                node = redis.Redis(port=port, socket_timeout=2)
+                try:
+                    node.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+                finally:
+                    node.close()
+        finally:
+            src.close()
+            dst.close()
+        return moved
+
     def is_ok(self) -> bool:
         """Every live node sees cluster_state:ok, 3 masters, and every replica's link is up."""
         try:
