@@ -69,11 +69,27 @@ def build_cluster(url: str, settings: RedisSettings, max_connections: int) -> Re
 
 
 class ClusterUnavailableError(RedisConnectionError):
-    """A cluster-side failure redis-py raises outside `RedisError` (no node serves a slot yet).
+    """A cluster failure redis-py raises outside `RedisError`, as a connection error.
 
-    Raised as a connection error, so every loop of the bridge backs off and retries it as it
-    does while a single server is down.
+    - `RedisClusterException`: no node known for a slot yet (a failover under way);
+    - `RuntimeError` / `AttributeError` from a connection torn down under a command: on
+      `CLUSTERDOWN`, and after every few `MOVED`, redis-py's cluster client closes *all* its
+      connections, also those other tasks are reading from at that moment ("the handler is
+      closed", a reader that is now None).
+
+    Every loop of the bridge backs off and retries a connection error, as while a single
+    server is down; every step it retries is idempotent (a hand-off whose reply was lost finds
+    its entry gone and leaves the parcel to the outbox sweep; a lost claim reply is returned by
+    the own-list sweep). Without this, such an error would count as a bug in the pipeline and
+    the entry would be archived with no alert.
     """
+
+
+TORN_DOWN = (RedisClusterException, RuntimeError, AttributeError)
+
+
+def _unavailable(exc: Exception) -> ClusterUnavailableError:
+    return ClusterUnavailableError(f"{type(exc).__name__}: {exc}")
 
 
 class BridgeCluster(RedisCluster):
@@ -82,8 +98,8 @@ class BridgeCluster(RedisCluster):
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return await super().execute_command(*args, **kwargs)
-        except RedisClusterException as exc:
-            raise ClusterUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+        except TORN_DOWN as exc:
+            raise _unavailable(exc) from exc
 
     def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> ClusterPipeline:
         if shard_hint:
@@ -93,16 +109,16 @@ class BridgeCluster(RedisCluster):
     async def initialize(self, *args: Any, **kwargs: Any) -> RedisCluster:
         try:
             return await super().initialize(*args, **kwargs)
-        except RedisClusterException as exc:
-            raise ClusterUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+        except TORN_DOWN as exc:
+            raise _unavailable(exc) from exc
 
 
 class BridgeClusterPipeline(ClusterPipeline):
     async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True) -> list[Any]:
         try:
             return await super().execute(raise_on_error, allow_redirections)
-        except RedisClusterException as exc:
-            raise ClusterUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+        except TORN_DOWN as exc:
+            raise _unavailable(exc) from exc
 
 
 def as_cluster(client: redis.Redis) -> RedisCluster | None:

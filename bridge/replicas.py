@@ -23,7 +23,7 @@ from typing import Any
 import redis.asyncio as redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError, RedisClusterException
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from bridge.metrics import Metrics
 from bridge.redis_client import ClusterUnavailableError, as_cluster
@@ -61,7 +61,7 @@ class ReplicaWait:
                 script.sha = await self._client.script_load(script.script)
                 continue
             if isinstance(result, Exception):
-                raise result
+                raise _as_redis_error(result)
             # the write is done either way; a WAIT whose node lost the slot meanwhile proves nothing
             self._check([acked if self._still_owns(aimed, keys[0]) else 0])
             return result
@@ -120,7 +120,7 @@ class ReplicaWait:
     def _check(self, acked: Sequence[Any]) -> None:
         for value in acked:
             if isinstance(value, Exception):
-                raise value
+                raise _as_redis_error(value)
             ok = int(value) >= self.replicas
             if self._metrics is not None:
                 self._metrics.replica_waits.labels("ok" if ok else "timeout").inc()
@@ -141,3 +141,8 @@ def _node_of(cluster: RedisCluster, key: str | bytes) -> ClusterNode:
     if node is None:
         raise ClusterUnavailableError("no master serves the slot of a key")
     return node
+
+
+def _as_redis_error(exc: Exception) -> Exception:
+    """A failed command's error, as a `RedisError` the caller's retry understands."""
+    return exc if isinstance(exc, RedisError) else ClusterUnavailableError(f"{type(exc).__name__}: {exc}")

@@ -160,6 +160,7 @@ async def test_two_bridges_drain_through_a_master_failover(
     assert outage.saw_503, "/healthz should have said 503 while a master was down"
     assert 0 <= outage.healthy_after_s <= 30, "/healthz did not come back within 30 s of the promotion"
     assert set(archive) == every and set(archive.values()) == {1}, "every entry archived exactly once"
+    assert await aredis.llen(keys.UNDELIVERABLE) == 0, await aredis.lrange(keys.UNDELIVERABLE, 0, -1)
     if wait_replicas:
         assert lost == 0, "with wait_replicas = 1 no alert may be lost"
 

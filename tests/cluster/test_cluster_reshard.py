@@ -3,7 +3,9 @@
 The slot is migrated key by key, with pauses, so for a while its keys are split between
 the two masters: commands get ASK (a key already moved), TRYAGAIN (a script or LMOVE whose
 keys are on both sides), then MOVED once the slot belongs to the target. The bridge rides
-through without a restart: every entry archived exactly once and alerted.
+through without a restart: every entry archived exactly once and alerted, and nothing
+recorded as undeliverable. (This test found redis-py's cluster client closing connections
+other tasks were reading from; see `ClusterUnavailableError`.)
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ async def test_a_dlq_slot_migrated_mid_drain_loses_and_doubles_nothing(
     sent = {json.loads(r.body)["job_id"] for r in receiver.requests if r.status == 200}
     missing = {f"m-{i}" for i in range(ENTRIES)} - sent
     undeliverable = await aredis.lrange(keys.UNDELIVERABLE, 0, -1)
-    assert not missing, (missing, undeliverable, proc.stderr.read().decode()[-3000:] if proc.stderr else "")
+    log = proc.stderr.read().decode()[-3000:] if proc.stderr else ""
+    assert not missing and not undeliverable, (missing, undeliverable, log)
     print(f"\nreshard: {moved} keys of the DLQ's slot moved :{source} -> :{target} mid-drain; "
           f"{ENTRIES} archived once, {len(receiver.requests)} requests")
