@@ -1,4 +1,4 @@
-"""The FastAPI app: `/healthz`, `/metrics`, and the pipeline in the lifespan."""
+"""The FastAPI app: `/healthz` (readiness), `/livez` (liveness), `/metrics`, and the pipeline in the lifespan."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
+from bridge.console.api import TokenCheck, build_api
+from bridge.console.wiring import build_console
 from bridge.health import Status
 from bridge.redis_client import probe
 from bridge.runtime import Runtime, open_runtime
@@ -23,6 +25,7 @@ log = logging.getLogger(__name__)
 
 REDIS_PING_TIMEOUT_S = 1.0
 LOOP_STALL_S = 30.0
+LIVENESS_CHECKS = ("redis", "loop")
 IDLE_EXIT_S = 0.5  # on SIGTERM with Redis down: nothing in flight this long, stop without it
 
 
@@ -31,9 +34,11 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     state: dict[str, Runtime] = {}
 
     @contextlib.asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_runtime(settings, transport=transport) as runtime:
             state["runtime"] = runtime
+            if settings.console.enabled:
+                app.state.console = build_console(runtime)
             stop = asyncio.Event()
             task = asyncio.create_task(runtime.pipeline.run(stop), name="pipeline")
             try:
@@ -42,6 +47,10 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
                 await _stop_pipeline(runtime, stop, task, settings.server.grace_s)
 
     app = FastAPI(title="dlq-bridge", lifespan=lifespan, docs_url=None, redoc_url=None)
+
+    if settings.console.enabled:
+        app.state.console_tokens = TokenCheck(settings.console.token)
+        app.include_router(build_api())
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
@@ -52,6 +61,19 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
         failing = runtime.health.failing()
         body = {"status": "failing" if failing else "ok", "checks": runtime.health.snapshot()}
         return JSONResponse(body, status_code=503 if failing else 200)
+
+    @app.get("/livez")
+    async def livez() -> JSONResponse:
+        """For a liveness probe: only what restarting could fix (Redis, the claim loop), not a broker
+        outage or a sink; `/healthz` is the readiness answer (docs/design.md, section 6)."""
+        runtime = state.get("runtime")
+        if runtime is None:
+            return JSONResponse({"status": "starting", "checks": {}}, status_code=503)
+        await _probe(runtime)
+        checks = {n: c for n, c in runtime.health.snapshot().items() if n in LIVENESS_CHECKS}
+        failing = any(c["status"] == Status.FAILING.value for c in checks.values())
+        return JSONResponse({"status": "failing" if failing else "ok", "checks": checks},
+                            status_code=503 if failing else 200)
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -69,7 +91,7 @@ async def _probe(runtime: Runtime) -> None:
         runtime.health.set("redis", Status.FAILING if problem else Status.OK, problem or "")
     except Exception as exc:  # any failure to answer means Redis is not usable
         runtime.health.set("redis", Status.FAILING, type(exc).__name__)
-    if time.monotonic() - runtime.pipeline.last_tick > LOOP_STALL_S and not runtime.health.failing():
+    if time.monotonic() - runtime.pipeline.last_tick > LOOP_STALL_S and not _redis_failing(runtime):
         runtime.health.set("loop", Status.FAILING, f"no claim-loop tick for {LOOP_STALL_S:.0f}s")
 
 

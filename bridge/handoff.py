@@ -4,6 +4,11 @@ One Lua script on the SOURCE's slot (docs/design.md, sections 2 and 5b):
 
     LREM processing → LPUSH + LTRIM archive → HSET outbox <id> <alert for the routed sinks>
     → DEL the entry's claim counter (a finished entry starts again from zero)
+    → the entry's console record and the minute's counts (`dlq_bridge:entries:<ref>`,
+      `dlq_bridge:stats:<ref>:<minute>`; trimmed / expiring; docs/design.md, section 6b)
+
+Sinks held back by an active silence (bridge.silences, an in-process copy refreshed
+once a second) get no parcel; the record names them.
 
 A crash before it: the entry is still claimed and is simply processed again.
 A crash after it: the alert is in the outbox. The outbox and the sink queues
@@ -35,27 +40,52 @@ from bridge import keys
 from bridge.delivery.queue import SinkQueue, item_id, now_ms
 from bridge.models import Alert
 from bridge.replicas import ReplicaWait
+from bridge.silences import SilenceFilter
 from bridge.sources.base import Claimed
 
 log = logging.getLogger(__name__)
 
-HANDOFF_LUA = """
+# The entry's record for the console (docs/design.md, section 6b), in the same script:
+# HSET records <digest> <record> (the parcel, when there is one, is appended to the record here,
+# so the alert JSON crosses the wire once); ZADD index <ms> <digest>, both trimmed to the newest `max`;
+# one minute's counts (alerted, and per summary source) in a bucket that expires after 2 h.
+# KEYS: records, index, stats bucket. ARGV (from `at`): digest, record, ms, max, summary source, ttl.
+_RECORD_LUA = """
+local function record(k, at)
+  local body = ARGV[at + 1]
+  if ARGV[4] ~= '' then body = string.sub(body, 1, -2) .. ',"parcel":' .. ARGV[4] .. '}' end
+  redis.call('HSET', KEYS[k], ARGV[at], body)
+  redis.call('ZADD', KEYS[k + 1], tonumber(ARGV[at + 2]), ARGV[at])
+  local over = redis.call('ZCARD', KEYS[k + 1]) - tonumber(ARGV[at + 3])
+  if over > 0 then
+    local old = redis.call('ZPOPMIN', KEYS[k + 1], over)
+    for i = 1, #old, 2 do redis.call('HDEL', KEYS[k], old[i]) end
+  end
+  redis.call('HINCRBY', KEYS[k + 2], 'alerted', 1)
+  redis.call('HINCRBY', KEYS[k + 2], ARGV[at + 4], 1)
+  redis.call('EXPIRE', KEYS[k + 2], tonumber(ARGV[at + 5]))
+end
+"""
+HANDOFF_LUA = _RECORD_LUA + """
 local removed = redis.call('LREM', KEYS[1], -1, ARGV[1])
 if removed == 0 then return 0 end
 redis.call('LPUSH', KEYS[2], ARGV[1])
 if tonumber(ARGV[2]) > 0 then redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[2]) - 1) end
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[3], ARGV[3], ARGV[4]) end
 redis.call('DEL', KEYS[4])
+record(5, 5)
 return 1
 """
 # The hand-off of a kind record (docs/design.md, section 2b): no processing list, no claim
 # counter (a kind relies on its own lease or redelivery); archive + outbox on the `{<source name>}` slot.
-KIND_HANDOFF_LUA = """
+KIND_HANDOFF_LUA = _RECORD_LUA + """
 redis.call('LPUSH', KEYS[1], ARGV[1])
 redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], ARGV[3], ARGV[4]) end
+record(3, 5)
 return 1
 """
+STATS_TTL_S = 2 * 3600
 SWEEP_BATCH = 200
 FLUSH_DELAY_S = 0.005
 
@@ -78,6 +108,29 @@ class Parcel:
         return cls(str(data["id"]), int(data["ms"]), [str(s) for s in data["sinks"]], str(data["alert"]))
 
 
+@dataclass(frozen=True)
+class EntryRecord:
+    """The keys and script arguments that write an entry's console record (see `_RECORD_LUA`)."""
+
+    keys: list[str]
+    args: list[str | int]
+
+    @classmethod
+    def of(cls, source: str, digest: str, body: str, ms: int, keep: int, summary_source: str) -> EntryRecord:
+        bucket = keys.handoff_stats(source, ms // 1000 // keys.STATS_BUCKET_S)
+        return cls([keys.entry_records(source), keys.entry_index(source), bucket],
+                   [digest, body, ms, keep, summary_source, STATS_TTL_S])
+
+
+def entry_record(
+    alert_json: str | None, ms: int, item: str, sinks: list[str], silenced: dict[str, str], quarantined: bool
+) -> str:
+    """`{"ms", "item", "sinks", "silenced", "quarantined"}` plus `"alert"` (embedded as it is) when given;
+    without it the hand-off script appends `"parcel"` (the outbox parcel, which holds the alert)."""
+    head = json.dumps({"ms": ms, "item": item, "sinks": sinks, "silenced": silenced, "quarantined": quarantined})
+    return head if alert_json is None else f'{head[:-1]}, "alert": {alert_json}}}'
+
+
 class HandOff:
     """Finishes entries by handing their alert to the sink queues (see module doc)."""
 
@@ -89,6 +142,9 @@ class HandOff:
         queues: Mapping[str, SinkQueue],
         on_enqueued: Callable[[str], None] = lambda _sink: None,
         replicas: ReplicaWait | None = None,
+        *,
+        silences: SilenceFilter | None = None,
+        on_silenced: Callable[[str], None] = lambda _sink: None,
     ) -> None:
         self._redis = client
         self._replicas = replicas or ReplicaWait(client, 0, 1.0)
@@ -96,10 +152,16 @@ class HandOff:
         self._archive_max = archive_max
         self._queues = dict(queues)
         self._on_enqueued = on_enqueued
+        self._silences = silences
+        self._on_silenced = on_silenced
         self._script = client.register_script(HANDOFF_LUA)
         self._kind_script = client.register_script(KIND_HANDOFF_LUA)
         self._forwarded: dict[str, list[str]] = {}
         self._flusher: asyncio.Task[None] | None = None
+
+    @property
+    def silences(self) -> SilenceFilter | None:
+        return self._silences
 
     async def finish(
         self, claimed: Claimed, alert: Alert, routed_sinks: Sequence[str], *, quarantine: bool = False
@@ -109,16 +171,16 @@ class HandOff:
         `quarantine=True`: the entry goes, unparsed and untrimmed, to `dlq_bridge:quarantine:<ref>`
         instead of the archive, in the same one step (docs/design.md, section 3b).
         """
-        sinks = list(dict.fromkeys(routed_sinks))
-        parcel = self._parcel(alert, sinks) if sinks else None
         source = claimed.source_key
+        parcel, record = await self._prepare(source, claimed.digest, alert, routed_sinks, quarantine)
         outbox = keys.outbox(source)
         target, trim = (keys.quarantine(source), 0) if quarantine else (keys.alerted(source), self._archive_max)
-        names = [keys.processing(source, self._consumer), target, outbox, keys.claims(source, claimed.digest)]
+        names = [keys.processing(source, self._consumer), target, outbox, keys.claims(source, claimed.digest),
+                 *record.keys]
         done = await self._replicas.script(
             self._script,
             keys=[keys.encode(name) for name in names],  # byte-exact: a key name need not be UTF-8
-            args=[claimed.raw, trim, parcel.id if parcel else "", parcel.encode() if parcel else ""],
+            args=[claimed.raw, trim, parcel.id if parcel else "", parcel.encode() if parcel else "", *record.args],
         )
         if not done or parcel is None:
             return bool(done)
@@ -134,13 +196,14 @@ class HandOff:
         The caller acknowledges the record at its source (cursor, XACK, basic.ack, DeleteMessage)
         only after this returns; a crash in between repeats the alert, which the ledger stops.
         """
-        sinks = list(dict.fromkeys(routed_sinks))
-        parcel = self._parcel(alert, sinks) if sinks else None
+        digest = alert.dead_letter.raw_digest
+        parcel, record = await self._prepare(source_name, digest, alert, routed_sinks, False)
         outbox = keys.outbox(source_name)
         await self._replicas.script(
             self._kind_script,
-            keys=[keys.encode(keys.alerted(source_name)), keys.encode(outbox)],
-            args=[raw, self._archive_max, parcel.id if parcel else "", parcel.encode() if parcel else ""],
+            keys=[keys.encode(keys.alerted(source_name)), keys.encode(outbox), *map(keys.encode, record.keys)],
+            args=[raw, self._archive_max, parcel.id if parcel else "", parcel.encode() if parcel else "",
+                  *record.args],
         )
         if parcel is None:
             return
@@ -149,9 +212,32 @@ class HandOff:
         except RedisError as exc:  # the parcel waits in the outbox for `sweep`
             log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
 
-    @staticmethod
-    def _parcel(alert: Alert, sinks: list[str]) -> Parcel:
+    async def forward_parcel(self, outbox: str, parcel: Parcel) -> None:
+        """Forward a parcel another script put in `outbox` (the resolve of a job that left a watched
+        store, `bridge.sources.leaving`); on a Redis error the outbox sweep repeats it."""
+        try:
+            await self._forward(outbox, parcel)
+        except RedisError as exc:
+            log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
+
+    async def _prepare(
+        self, source: str, digest: str, alert: Alert, routed_sinks: Sequence[str], quarantined: bool
+    ) -> tuple[Parcel | None, EntryRecord]:
+        """The parcel for the sinks that are not silenced, and the entry's record (in memory only)."""
+        sinks = list(dict.fromkeys(routed_sinks))
+        silenced: dict[str, str] = {}
+        if self._silences is not None and sinks:
+            sinks, silenced = await self._silences.split(alert, sinks)
+            for sink in silenced:
+                self._on_silenced(sink)
         ms = now_ms()
+        parcel = self._parcel(alert, sinks, ms) if sinks else None
+        alert_json = None if parcel else alert.model_dump_json()  # with a parcel, the script appends it
+        body = entry_record(alert_json, ms, parcel.id if parcel else "", sinks, silenced, quarantined)
+        return parcel, EntryRecord.of(source, digest, body, ms, self._archive_max, alert.summary.source.value)
+
+    @staticmethod
+    def _parcel(alert: Alert, sinks: list[str], ms: int) -> Parcel:
         ident = item_id(alert.severity, ms, alert.idempotency_key, alert.dead_letter.raw_digest)
         return Parcel(ident, ms, sinks, alert.model_dump_json())
 

@@ -258,6 +258,21 @@ def cursor_lease_scores(source_name: str) -> str:
     return f"{PREFIX}:cursor:{{{source_name}}}:lease_scores"
 
 
+def cursor_held(source_name: str) -> str:
+    """Sorted set: id → score in the store of jobs alerted to a resolving sink and not yet seen leaving."""
+    return f"{PREFIX}:cursor:{{{source_name}}}:held"
+
+
+def cursor_held_notes(source_name: str) -> str:
+    """Hash: id → what resolves that job's alert when it leaves the store (`bridge.sources.leaving`)."""
+    return f"{PREFIX}:cursor:{{{source_name}}}:held_notes"
+
+
+def leave_outbox(source_name: str) -> str:
+    """The outbox of resolves for jobs that left a watched store, in the cursor's slot (`outbox` shape)."""
+    return f"{PREFIX}:outbox:{{{source_name}}}"
+
+
 def sidekiq_dead(namespace: str = "") -> str:
     """Sidekiq's dead set (`dead`, or `<namespace>:dead` with redis-namespace)."""
     return f"{namespace}:dead" if namespace else "dead"
@@ -327,3 +342,26 @@ def group_job_details(sink: str, group_key: str, previous: bool = False) -> str:
 def group_queues(sink: str, group_key: str, previous: bool = False) -> str:
     """HASH queue → number of the group's jobs from that queue."""
     return _group_part("queues", sink, group_key, previous)
+
+
+# --- Console (docs/design.md, section "Console and JSON API") -------------------------------
+# Entry records and hand-off counts live in the source's slot (written by the hand-off script);
+# silences and the audit list are small fleet-wide keys read off the hot path.
+SILENCES = f"{PREFIX}:silences"
+AUDIT = f"{PREFIX}:audit"
+STATS_BUCKET_S = 60
+
+
+def entry_records(source_key: str) -> str:
+    """HASH raw digest → JSON record of the entry's hand-off (alert, sinks, silenced sinks, ms)."""
+    return f"{PREFIX}:entries:{source_ref(source_key)}"
+
+
+def entry_index(source_key: str) -> str:
+    """ZSET raw digest → hand-off ms; trimmed with the records to `sources.archive_max`."""
+    return f"{PREFIX}:entries:{source_ref(source_key)}:index"
+
+
+def handoff_stats(source_key: str, minute: int) -> str:
+    """HASH of one minute's hand-offs (`alerted`, and per summary source); expires after 2 h."""
+    return f"{PREFIX}:stats:{source_ref(source_key)}:{minute}"

@@ -26,6 +26,18 @@ class Metrics:
             "Non-empty DLQs over sources.max_sources, waiting for their turn",
             registry=r,
         )
+        self.source_up = Gauge(
+            "dlq_bridge_source_up",
+            "1 while a configured kind source (Sidekiq, BullMQ, RQ, stream, RabbitMQ, SQS) can be read, 0 while not",
+            ["source"],
+            registry=r,
+        )
+        self.resolves_queued = Counter(
+            "dlq_bridge_resolves_queued_total",
+            "Alerted jobs seen leaving a watched store by hand (retried, deleted), their resolve queued",
+            ["source", "reason"],
+            registry=r,
+        )
         self.processing_depth = Gauge("dlq_bridge_processing_depth", "Entries claimed and not finished", registry=r)
         self.entries = Counter(
             "dlq_bridge_entries_total",
@@ -120,6 +132,12 @@ class Metrics:
             "dlq_bridge_replica_wait_total",
             "WAITs for redis.wait_replicas after a hand-off or forward, by outcome (ok, timeout)",
             ["outcome"],
+            registry=r,
+        )
+        self.silenced = Counter(
+            "dlq_bridge_silenced_total",
+            "Alerts not handed to a sink because a console silence matched them, by sink",
+            ["sink"],
             registry=r,
         )
         self.loop_tick = Gauge("dlq_bridge_loop_tick_timestamp_seconds", "Last tick of the main loop", registry=r)

@@ -183,6 +183,14 @@ class Pipeline:
 
     # --- what a KindDrain uses (bridge/kind_pipeline.py) -----------------------------------
     @property
+    def health(self) -> Health:
+        return self._health
+
+    @property
+    def metrics(self) -> Metrics:
+        return self._metrics
+
+    @property
     def settings(self) -> SourcesSettings:
         return self._settings
 

@@ -31,10 +31,13 @@ class SecretSpec:
     """Marks `x` as a secret with `x_env` / `x_file` companions."""
 
     required: bool
+    default_env_may_be_unset: bool = False  # True: an unset default `x_env` variable means "no secret"
 
 
 RequiredSecret = Annotated[SecretStr | None, SecretSpec(required=True)]
 OptionalSecret = Annotated[SecretStr | None, SecretSpec(required=False)]
+# Optional even through its default variable: unset means "none" (the console token: read-only).
+AbsentUnlessSetSecret = Annotated[SecretStr | None, SecretSpec(required=False, default_env_may_be_unset=True)]
 # A value that is not secret itself but may be kept with the secrets (the webhook URL).
 RequiredSecretText = Annotated[str | None, SecretSpec(required=True)]
 
@@ -130,6 +133,10 @@ def _resolve_one(
         return None
     variable = data.get(f"{name}_env", model.model_fields[f"{name}_env"].default)
     path = data.get(f"{name}_file")
+    spec = secret_spec(model.model_fields[name])
+    if f"{name}_env" not in data and spec is not None and spec.default_env_may_be_unset \
+            and not _given(str(variable or ""), env):
+        variable = None  # this secret's default variable may be unset: the secret is simply absent
     try:
         if variable:
             data[name] = _from_env(str(variable), env, f"{where}{name}_env")
@@ -139,6 +146,10 @@ def _resolve_one(
         data.pop(name, None)
         return str(exc)
     return None
+
+
+def _given(variable: str, env: Mapping[str, str]) -> bool:
+    return bool(variable) and bool(env.get(variable) or env.get(f"{variable}_FILE"))
 
 
 def _from_env(variable: str, env: Mapping[str, str], where: str) -> str:

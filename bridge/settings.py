@@ -44,6 +44,7 @@ from bridge.errors import ConfigError
 from bridge.keys import CONSUMER_ID_RE
 from bridge.models import Severity
 from bridge.secret_fields import (
+    AbsentUnlessSetSecret,
     OptionalSecret,
     RequiredSecret,
     RequiredSecretText,
@@ -423,6 +424,21 @@ class RunbookSettings(_Section):
     )
 
 
+class ConsoleSettings(_Section):
+    """The DLQ console and its JSON API (docs/design.md, section "Console and JSON API")."""
+
+    enabled: bool = Field(
+        default=False, description="Serve `/console/` and `/api/v1/` where `/healthz` is served."
+    )
+    token: AbsentUnlessSetSecret = Field(
+        default=None, description="Token for console actions inline (prefer `token_env` or `token_file`)."
+    )
+    token_env: str | None = secret_env(
+        "the token console actions need (without one the console is read-only)", "DLQ_BRIDGE_CONSOLE_TOKEN"
+    )
+    token_file: Path | None = secret_file("the console token")
+
+
 GroupBy = Literal["fingerprint", "queue", "none"]
 
 
@@ -499,6 +515,15 @@ class PagerDutySinkSettings(_SinkBase):
     group_by: GroupBy = Field(
         default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
     )
+    resolve_on_retry: bool = Field(
+        default=True,
+        description=(
+            "Send `event_action: resolve` with the trigger's dedup_key when an alerted job is retried or "
+            "deleted by hand: it left a Sidekiq dead set, BullMQ failed set or RQ failed registry without "
+            "being trimmed (docs/sources.md), or the console redrove it. On a grouped sink only a group of "
+            "that one job is resolved"
+        ),
+    )
 
     @field_validator("events_url")
     @classmethod
@@ -557,6 +582,7 @@ class Settings(BaseSettings):
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     runbooks: RunbookSettings = Field(default_factory=RunbookSettings)
+    console: ConsoleSettings = Field(default_factory=ConsoleSettings)
     sinks: list[SinkSettings] = Field(default_factory=list)
 
     @classmethod

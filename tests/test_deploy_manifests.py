@@ -102,9 +102,9 @@ def test_deployment_shape(docs: dict[str, list[dict[str, Any]]]) -> None:
     for kind in ("requests", "limits"):
         assert {"cpu", "memory"} <= set(box["resources"][kind])
     port_names = {p["name"]: p["containerPort"] for p in box["ports"]}
-    for probe in ("livenessProbe", "readinessProbe"):
+    for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/healthz"), ("startupProbe", "/livez")):
         assert set(box[probe]) <= PROBE_KEYS
-        assert box[probe]["httpGet"]["path"] == "/healthz"
+        assert box[probe]["httpGet"]["path"] == path
         assert box[probe]["httpGet"]["port"] in port_names
     annotations = spec["template"]["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"

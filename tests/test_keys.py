@@ -63,6 +63,10 @@ def _derived(source: str) -> list[str]:
         keys.outbox(source),
         keys.quarantine(source),
         keys.claims(source, "0123456789abcdef"),
+        keys.redrive_staging(source),
+        keys.entry_records(source),
+        keys.entry_index(source),
+        keys.handoff_stats(source, 29_500_000),
     ]
 
 

@@ -334,3 +334,11 @@ def summary_line(plan: Plan, outcome: Outcome) -> str:
     return (f"redrive: moved {plural(outcome.moved, 'entry', 'entries')} "
             f"from {plan.source} to {plan.target}, "
             f"attempts reset{gone}")
+
+
+async def move_batch(client: redis.Redis, plan: Plan, batch: list[bytes]) -> int:
+    """Move these exact entries from `plan.source` to `plan.target` (attempts reset); how many moved.
+
+    The console's redrive goes through here, so it moves entries exactly as this command does.
+    """
+    return await _move(client, plan, batch)

@@ -150,16 +150,17 @@ async def _retry_each(
 ) -> int:
     failed = 0
     for item in stored:
-        ok, message = await _retry_one(item, routes, deliverer, store)
+        ok, message = await retry_one(item, routes, deliverer, store)
         failed += 0 if ok else 1
         print(f"{'ok  ' if ok else 'FAIL'} {item.record.get('sink', '?')} "
               f"{one_line(str(item.record.get('idempotency_key', '?')), 60)}: {message}", file=out)
     return failed
 
 
-async def _retry_one(
+async def retry_one(
     item: Stored, routes: dict[str, Route], deliverer: Deliverer, store: UndeliverableStore
 ) -> tuple[bool, str]:
+    """Deliver one record's alert again (through the ledger); remove the record once its sink has it."""
     record = item.record
     route = routes.get(str(record.get("sink")))
     if route is None:

@@ -14,13 +14,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from tenacity import RetryCallState
 
 from bridge import keys
 from bridge.delivery.ledger import Ledger
 from bridge.delivery.limiter import Limiter
+from bridge.delivery.resolve import Resolve, ledger_key
 from bridge.delivery.retry import retrying
 from bridge.errors import SinkError, SinkPermanent, SinkRetryable
 from bridge.health import Health, Status
@@ -37,6 +38,11 @@ Send = Callable[[], Awaitable[None]]
 
 class GroupSink(Protocol):
     async def send_group(self, notification: Notification) -> None: ...
+
+
+@runtime_checkable
+class ResolveSink(Protocol):
+    async def send_resolve(self, resolve: Resolve) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,18 @@ class Deliverer:
             return await attempts()
         key = keys.delivered(name, notification.ledger_key, notification.first.dead_letter.raw_digest)
         return await self._reserved(ledger, key, name, attempts)
+
+    async def deliver_resolve(self, route: Route, sink: ResolveSink, resolve: Resolve) -> Result:
+        """Like `deliver`, for a resolve: ledger key `…:resolve:<idempotency key>:<digest>`."""
+        name = route.sink.name
+
+        async def attempts() -> Result:
+            return await self._attempts(route, lambda: sink.send_resolve(resolve))
+
+        ledger = self._ledger if route.use_ledger else None
+        if ledger is None:
+            return await attempts()
+        return await self._reserved(ledger, ledger_key(name, resolve), name, attempts)
 
     async def _reserved(
         self, ledger: Ledger, key: str, name: str, attempts: Callable[[], Awaitable[Result]]

@@ -23,7 +23,8 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from bridge.delivery.deliver import Deliverer, Result, Route
+from bridge.delivery.deliver import Deliverer, ResolveSink, Result, Route
+from bridge.delivery.resolve import Resolve
 from bridge.delivery.undeliverable import Failure, UndeliverableStore, build_record
 from bridge.metrics import Metrics
 from bridge.models import Alert, Notification
@@ -95,6 +96,21 @@ class Dispatcher:
             body = (lambda: render(notification)) if render else (lambda: route.sink.render(notification.first))
             extra = {"group_key": getattr(notification, "group_key", None), "count": getattr(notification, "count", 1)}
             await self._record(route, notification.first, result, body, extra)
+        self._count(route, result, started)
+        return result
+
+    async def deliver_resolve(self, route: Route, sink: ResolveSink, resolve: Resolve) -> Result:
+        """One resolve to its sink until final; an undeliverable outcome is recorded."""
+        started = time.monotonic()
+        result = await self._deliverer.deliver_resolve(route, sink, resolve)
+        if result.outcome == "undeliverable" and self._undeliverable is not None:
+            record = {
+                "sink": route.sink.name, "sink_type": route.settings.type, "status": result.status,
+                "error": result.error or "", "idempotency_key": resolve.ledger_key_part,
+                "attempts": result.attempts, "at": time.time(), "queue": resolve.queue,
+                "raw_digest": resolve.digest, "body": resolve.model_dump(mode="json"),
+            }
+            await asyncio.shield(self._undeliverable.push(record))
         self._count(route, result, started)
         return result
 

@@ -29,6 +29,7 @@ from bridge.settings import (
     SlackSinkSettings,
     WebhookSinkSettings,
 )
+from bridge.silences import SilenceFilter, SilenceStore
 from bridge.sinks.console import ConsoleSink
 from bridge.sinks.pagerduty import PagerDutySink
 from bridge.sinks.slack import SlackSink
@@ -149,7 +150,12 @@ def build_delivery(
         if sink in workers:
             workers[sink].nudge()
 
+    types = {r.sink.name: r.settings.type for r in dispatcher.routes}
+    silences = SilenceFilter(SilenceStore(client), types)
     replicas = ReplicaWait(client, settings.redis.wait_replicas, settings.redis.wait_timeout_s, metrics)
-    handoff = HandOff(client, settings.redis.consumer_id, settings.sources.archive_max, queues, nudge, replicas)
+    handoff = HandOff(
+        client, settings.redis.consumer_id, settings.sources.archive_max, queues, nudge, replicas,
+        silences=silences, on_silenced=lambda sink: metrics.silenced.labels(sink).inc(),
+    )
     monitor = QueueMonitor(list(queues.values()), metrics, health, settings.delivery.queue_stale_s)
     return Delivery(list(workers.values()), handoff, monitor)

@@ -183,11 +183,16 @@ return 1
 def group_key(alert: Alert, group_by: str) -> str:
     """`fp:<fingerprint>`, `queue:<queue>` or `job:<idempotency key>`."""
     dl = alert.dead_letter
-    if group_by == "fingerprint" and dl.fingerprint:
-        return f"fp:{dl.fingerprint}"
+    return group_key_of(group_by, dl.fingerprint, dl.queue, alert.idempotency_key)
+
+
+def group_key_of(group_by: str, fingerprint: str, queue: str, idempotency_key: str) -> str:
+    """`group_key` from the envelope's fields."""
+    if group_by == "fingerprint" and fingerprint:
+        return f"fp:{fingerprint}"
     if group_by == "queue":
-        return f"queue:{dl.queue}"
-    return f"job:{alert.idempotency_key}"
+        return f"queue:{queue}"
+    return f"job:{idempotency_key}"
 
 
 def notification_kind(sequence: int, count: int, notified: int) -> NotificationKind:
@@ -327,6 +332,22 @@ class Grouper:
         until = repr(self._clock() + self.lease_s)
         args: list[str | int | float] = [group, notification.claim, until]
         return bool(await self._renew(keys=self._keys(group)[:2], args=args))
+
+    async def only_job(self, group: str, member: str) -> bool:
+        """True when `member` is the only job of `group` (open, or the cause's last closed one).
+
+        The group's incident is then exactly this job's, so resolving it closes nothing else
+        (a resolve on a grouped sink, `bridge.delivery.resolve`).
+        """
+        for previous in (False, True):
+            jobs = keys.group_jobs(self.sink, group, previous)
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.zscore(jobs, member)
+                pipe.zcard(jobs)
+                score, count = await pipe.execute()
+            if score is not None:
+                return int(count) == 1
+        return False
 
     async def open_groups(self) -> int:
         """Groups not yet closed (each has a timer in the due index)."""

@@ -23,13 +23,16 @@ from typing import Protocol
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from bridge.delivery.deliver import Route
+from bridge.delivery.deliver import ResolveSink, Route
 from bridge.delivery.dispatcher import Dispatcher
+from bridge.delivery.grouping import group_key_of
 from bridge.delivery.monitor import QueueMonitor
 from bridge.delivery.queue import SinkQueue, Taken
+from bridge.delivery.resolve import Resolve, parse_resolve
 from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.handoff import HandOff
 from bridge.models import Alert, Notification
+from bridge.settings import PagerDutySinkSettings
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,8 @@ class Grouper(Protocol):
     async def notified(self, notification: Notification, delivered: bool) -> None: ...
 
     async def renew(self, notification: Notification) -> bool: ...
+
+    async def only_job(self, group: str, member: str) -> bool: ...
 
     @property
     def lease_s(self) -> float: ...
@@ -160,6 +165,10 @@ class SinkWorker:
         task.add_done_callback(done)
 
     async def _handle(self, item: Taken) -> None:
+        resolve = parse_resolve(item.body)
+        if resolve is not None:
+            await self._handle_resolve(item, resolve)
+            return
         try:
             alert = Alert.model_validate_json(item.body)
         except (ValidationError, ValueError):
@@ -176,6 +185,35 @@ class SinkWorker:
                         self.name, alert.idempotency_key, type(exc).__name__)
         except Exception:
             log.exception("sink %s: delivery error on %s; it will be retried", self.name, alert.idempotency_key)
+
+    async def _handle_resolve(self, item: Taken, resolve: Resolve) -> None:
+        """Send a resolve where it applies (a PagerDuty sink with `resolve_on_retry`), else drop it."""
+        try:
+            sink = self.route.sink
+            if isinstance(sink, ResolveSink) and await self._resolves(resolve):
+                await self._dispatcher.deliver_resolve(self.route, sink, resolve)
+            self._ack_soon(item.id)
+        except REDIS_ERRORS as exc:  # stays leased: taken again when the lease runs out
+            log.warning("sink %s: resolve of %s not recorded (%s); it will be retried",
+                        self.name, resolve.idempotency_key, type(exc).__name__)
+        except Exception:
+            log.exception("sink %s: error on the resolve of %s; it will be retried", self.name, resolve.idempotency_key)
+
+    async def _resolves(self, resolve: Resolve) -> bool:
+        """Whether this sink sends `resolve`: a grouped sink only for a group of that one job."""
+        settings = self.route.settings
+        if not isinstance(settings, PagerDutySinkSettings) or not settings.resolve_on_retry:
+            return False
+        if self._grouper is None or settings.group_by == "none":
+            return True
+        if settings.group_by == "queue" and not resolve.queue:
+            return False  # an enqueuer that did not say which queue: the group is unknown
+        group = group_key_of(settings.group_by, resolve.fingerprint, resolve.queue, resolve.idempotency_key)
+        if await self._grouper.only_job(group, resolve.idempotency_key):
+            return True
+        log.info("sink %s: %s left, its group's incident stays open (other jobs in it)",
+                 self.name, resolve.idempotency_key)
+        return False
 
     def _ack_soon(self, item: str) -> None:
         """Acks of items finished within a few ms go out as one script call."""

@@ -1,7 +1,8 @@
-"""PagerDuty sink: Events API v2 `trigger` events.
+"""PagerDuty sink: Events API v2 `trigger` events, and `resolve` events for retried jobs.
 
 `dedup_key` is the job id (its `sha256:<hex>` when longer than 255 chars), so
-every retry and every replay after a crash updates the same incident. 202 is
+every retry and every replay after a crash updates the same incident, and a
+`resolve` (`bridge.delivery.resolve`) closes it with the same key. 202 is
 success, 400 permanent, 429/5xx retried (mapping in `http_errors`). The
 routing key is a secret: `render()` leaves it out, only `send()` adds it.
 """
@@ -15,6 +16,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
+from bridge.delivery.resolve import Resolve
 from bridge.models import Alert, Notification
 from bridge.sinks import digest
 from bridge.sinks.http_errors import post
@@ -96,6 +98,11 @@ def _error_class(error: str | None) -> str | None:
         return None
     head = error.split(":", 1)[0].strip()
     return head if head and len(head) <= 100 and " " not in head else None
+
+
+def render_resolve(resolve: Resolve) -> dict[str, Any]:
+    """The resolve event without its routing key: the trigger's dedup_key, nothing else needed."""
+    return {"event_action": "resolve", "dedup_key": resolve.dedup_key, "client": "dlq-bridge"}
 
 
 SAMPLES = 10
@@ -182,6 +189,17 @@ class PagerDutySink:
         event = {"routing_key": key, **self.render_group(notification)}
         await post(
             self._http, self.name, notification.ledger_key, self._url,
+            content=json.dumps(event, ensure_ascii=False).encode(),
+            headers={"Content-Type": "application/json"},
+            timeout_s=self._timeout_s, secrets=[key],
+        )
+
+    async def send_resolve(self, resolve: Resolve) -> None:
+        """One attempt at `event_action: resolve` (same errors as `send`)."""
+        key = self._key.get_secret_value()
+        event = {"routing_key": key, **render_resolve(resolve)}
+        await post(
+            self._http, self.name, resolve.ledger_key_part, self._url,
             content=json.dumps(event, ensure_ascii=False).encode(),
             headers={"Content-Type": "application/json"},
             timeout_s=self._timeout_s, secrets=[key],

@@ -24,6 +24,7 @@ from bridge.sources.config import (
     RQSourceSettings,
     SidekiqSourceSettings,
     SqsSourceSettings,
+    _Watched,
 )
 from bridge.sources.kinds import KindSource
 from bridge.sources.rabbitmq import RabbitMQSource
@@ -31,6 +32,7 @@ from bridge.sources.redis_stream import RedisStreamSource
 from bridge.sources.rq import rq_source
 from bridge.sources.sidekiq import sidekiq_source
 from bridge.sources.sqs import SqsSource, sqs_client
+from bridge.sources.watched import WatchedSource
 
 
 @dataclass
@@ -58,6 +60,11 @@ def _env(environ: Mapping[str, str], name: str, owner: str) -> str:
     return value
 
 
+def _checked(cfg: _Watched, source: WatchedSource) -> WatchedSource:
+    source.leave_check_s = cfg.leave_check_s
+    return source
+
+
 class _Builder:
     def __init__(self, bridge: aioredis.Redis, consumer_id: str, environ: Mapping[str, str]) -> None:
         self.bridge = bridge
@@ -75,16 +82,21 @@ class _Builder:
     def sidekiq(self, cfg: SidekiqSourceSettings) -> KindSource:
         name = cfg.source_name()
         store = self.store(cfg.redis_url_env, name)
-        return sidekiq_source(name, store, self.bridge, namespace=cfg.namespace, lease_s=cfg.lease_s)
+        return _checked(cfg, sidekiq_source(
+            name, store, self.bridge, namespace=cfg.namespace, lease_s=cfg.lease_s,
+            dead_max_jobs=cfg.dead_max_jobs, dead_timeout_s=cfg.dead_timeout_s,
+        ))
 
     def bullmq(self, cfg: BullMQSourceSettings) -> KindSource:
         name = cfg.source_name()
         store = self.store(cfg.redis_url_env, name)
-        return bullmq_source(name, store, self.bridge, prefix=cfg.prefix, queues=cfg.queues, lease_s=cfg.lease_s)
+        source = bullmq_source(name, store, self.bridge, prefix=cfg.prefix, queues=cfg.queues, lease_s=cfg.lease_s)
+        return _checked(cfg, source)
 
     def rq(self, cfg: RQSourceSettings) -> KindSource:
         name = cfg.source_name()
-        return rq_source(name, self.store(cfg.redis_url_env, name), self.bridge, queues=cfg.queues, lease_s=cfg.lease_s)
+        store = self.store(cfg.redis_url_env, name)
+        return _checked(cfg, rq_source(name, store, self.bridge, queues=cfg.queues, lease_s=cfg.lease_s))
 
     def stream(self, cfg: RedisStreamSourceSettings) -> KindSource:
         name = cfg.source_name()

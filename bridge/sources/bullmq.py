@@ -16,8 +16,10 @@ from typing import Any, cast
 import redis.asyncio as aioredis
 
 from bridge import keys
-from bridge.sources.cursor import Cursor
+from bridge.delivery.resolve import Reason
+from bridge.sources.cursor import Cursor, Position
 from bridge.sources.kinds import KindRecord, Receipt
+from bridge.sources.leaving import older_job_present
 from bridge.sources.mapping import Mapped, iso_from_epoch, split_error, text, to_int, to_raw
 from bridge.sources.watched import WatchedSet, WatchedSource
 
@@ -58,7 +60,24 @@ def _json_or_text(value: bytes | None) -> Any:
         return raw
 
 
+class BullMQJudge:
+    """A retried job (Bull Board, `job.retry()`) keeps its hash `<prefix>:<queue>:<id>`; removeOnFail
+    (count or age) deletes the hash and trims from the oldest up. Gone with its hash while an older
+    failed job is still there: deleted by hand."""
+
+    def __init__(self, prefix: str, queue: str) -> None:
+        self._prefix = prefix
+        self._queue = queue
+
+    async def why_gone(self, store: aioredis.Redis, key: str, left: Position, now_s: float) -> Reason | None:
+        if await store.exists(keys.bullmq_job(self._prefix, self._queue, left.member_id)):
+            return "retried"
+        return "deleted" if await older_job_present(store, key, left, members_are_ids=True) else None
+
+
 class BullMQMapper:
+    members_are_ids = True
+
     def __init__(self, store: aioredis.Redis, prefix: str, queue: str) -> None:
         self._store = store
         self._prefix = prefix
@@ -108,6 +127,7 @@ def bullmq_source(
                 BullMQMapper(store, prefix, queue),
                 name,
                 clock,
+                BullMQJudge(prefix, queue),
             )
             for queue in names
         ]

@@ -45,6 +45,12 @@ class _Watched(_Kind):
     lease_s: float = Field(
         default=60.0, gt=0, description="A job held by a replica that stopped comes back to the fleet after this."
     )
+    leave_check_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often the jobs alerted to a pagerduty sink with `resolve_on_retry` are checked for having "
+        "left the store (retried or deleted by hand: their incident is resolved; trimmed: not).",
+    )
 
 
 class SidekiqSourceSettings(_Watched):
@@ -52,6 +58,18 @@ class SidekiqSourceSettings(_Watched):
 
     namespace: str = Field(
         default="", pattern=r"^[A-Za-z0-9._:-]*$", description="redis-namespace key prefix, if the app uses one."
+    )
+    dead_max_jobs: int = Field(
+        default=10_000,
+        ge=1,
+        description="Sidekiq's `dead_max_jobs` as the app sets it: a job leaving a full dead set may be a trim, "
+        "so it resolves nothing unless an older job is still there.",
+    )
+    dead_timeout_s: float = Field(
+        default=180 * 24 * 3600.0,
+        gt=0,
+        description="Sidekiq's `dead_timeout_in_seconds` as the app sets it: a job older than this that leaves "
+        "may be a trim, so it resolves nothing unless an older job is still there.",
     )
 
     def default_name(self) -> str:

@@ -18,6 +18,7 @@ only removes records the cursor has no further use for.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import redis.asyncio as aioredis
 
@@ -56,6 +57,33 @@ end
 return 1
 """
 
+# KEYS: cursor, ids, leases, lease_scores, held, held_notes. ARGV: id, score, note, max_held.
+# `_FINISH`, then the job is held (its alert resolves when it leaves the store); the oldest
+# deaths beyond max_held are forgotten.
+_FINISH_HOLD = _FINISH.replace("return 1\n", "") + """
+redis.call('ZADD', KEYS[5], tonumber(ARGV[2]), ARGV[1])
+redis.call('HSET', KEYS[6], ARGV[1], ARGV[3])
+local over = redis.call('ZCARD', KEYS[5]) - tonumber(ARGV[4])
+if over > 0 then
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[5], 0, over - 1)) do
+    redis.call('ZREM', KEYS[5], id)
+    redis.call('HDEL', KEYS[6], id)
+  end
+end
+return 1
+"""
+
+# KEYS: held, held_notes, outbox. ARGV: id, score, parcel id ('' = trimmed: forget it), parcel.
+# 1 = this caller took the departure; 0 = another replica did, or the job is held at another score.
+_DEPART = """
+local held = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if (not held) or tonumber(held) ~= tonumber(ARGV[2]) then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[3], ARGV[3], ARGV[4]) end
+return 1
+"""
+
 # KEYS: leases, lease_scores. ARGV: now_ms, lease_ms, limit. Re-leases expired leases to the caller.
 # Returns a flat list id, score, id, score ...
 _RECLAIM = """
@@ -68,6 +96,17 @@ for _, id in ipairs(expired) do
 end
 return out
 """
+
+
+MAX_HELD = 20_000  # held jobs per watched set (about 0.4 KiB each); beyond it the oldest deaths are forgotten
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def _score_text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @dataclass(frozen=True)
@@ -89,9 +128,13 @@ class Cursor:
             keys.cursor_leases(source_name),
             keys.cursor_lease_scores(source_name),
         ]
+        self._held = [keys.cursor_held(source_name), keys.cursor_held_notes(source_name)]
+        self.outbox = keys.leave_outbox(source_name)
         self._lease_ms = int(lease_s * 1000)
         self._claim = client.register_script(_CLAIM)
         self._finish = client.register_script(_FINISH)
+        self._finish_hold = client.register_script(_FINISH_HOLD)
+        self._depart = client.register_script(_DEPART)
         self._reclaim = client.register_script(_RECLAIM)
 
     async def watermark(self) -> str | None:
@@ -107,6 +150,29 @@ class Cursor:
     async def finish(self, position: Position) -> None:
         """The record is done: it is never claimed again, by anyone."""
         await self._finish(keys=self._keys, args=[position.member_id, position.score])
+
+    async def finish_and_hold(self, position: Position, note: str, max_held: int = MAX_HELD) -> None:
+        """`finish`, and hold the job with `note` until it is seen leaving the store (one script)."""
+        args: list[str | int] = [position.member_id, position.score, note, max_held]
+        await self._finish_hold(keys=self._keys + self._held, args=args)
+
+    async def held_page(self, scan: int, count: int) -> tuple[int, list[Position]]:
+        """One ZSCAN page of the held jobs: the next scan cursor (0: a full pass is done) and positions."""
+        nxt, rows = await self._client.zscan(self._held[0], scan, count=count, score_cast_func=_score_text)
+        pairs = cast(list[tuple[bytes, str]], rows)
+        return int(nxt), [Position(score=str(score), member_id=_text(member)) for member, score in pairs]
+
+    async def held_note(self, member_id: str) -> str | None:
+        value = await self._client.hget(self._held[1], member_id)
+        return None if value is None else _text(value)
+
+    async def depart(self, position: Position, parcel_id: str = "", parcel: str = "") -> bool:
+        """The held job left the store: forget it and, with a parcel, put its resolve in the outbox.
+
+        One script, so across replicas and restarts exactly one caller takes each departure.
+        """
+        args = [position.member_id, position.score, parcel_id, parcel]
+        return bool(await self._depart(keys=[*self._held, self.outbox], args=args))
 
     async def release(self, position: Position) -> None:
         """Forget a lease whose record left the store (retried or trimmed) without moving the watermark."""

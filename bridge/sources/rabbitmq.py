@@ -13,6 +13,8 @@ the dead letter itself (its JSON body), with the x-death facts filling the gaps.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 from datetime import UTC, datetime
@@ -120,8 +122,12 @@ class RabbitMQSource:
         return self._name
 
     async def claim(self) -> KindRecord | None:
-        queue = await self._open()
-        message = await queue.get(no_ack=False, fail=False)
+        try:
+            queue = await self._open()
+            message = await queue.get(no_ack=False, fail=False)
+        except Exception:
+            await self._drop_connection()  # a broken connection or channel: the next claim connects afresh
+            raise
         if message is None:
             return None
         token = f"{self._epoch}:{message.delivery_tag}"
@@ -154,8 +160,16 @@ class RabbitMQSource:
         self._connection = self._queue = None
         self._held.clear()
 
+    async def _drop_connection(self) -> None:
+        """Forget a connection that failed (its unacked messages go back to the queue at the broker)."""
+        connection, self._connection, self._queue = self._connection, None, None
+        self._held.clear()
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(connection.close(), timeout=1.0)
+
     async def _open(self) -> Any:
-        if self._queue is not None and not self._connection.is_closed:
+        if self._queue is not None and self._connection is not None and not self._connection.is_closed:
             return self._queue
         import aio_pika  # optional dependency: the `kinds` extra
 

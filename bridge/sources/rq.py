@@ -20,12 +20,14 @@ from typing import cast
 import redis.asyncio as aioredis
 
 from bridge import keys
-from bridge.sources.cursor import Cursor
+from bridge.delivery.resolve import Reason
+from bridge.sources.cursor import Cursor, Position
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.mapping import Mapped, iso_from_epoch, split_error, text, to_int, to_raw
 from bridge.sources.watched import WatchedSet, WatchedSource
 
 KIND = "rq"
+EXPIRY_MARGIN_S = 60.0  # an entry this close to its expiry may have been cleaned up
 FAILED = b"2"
 MAX_EXC_BYTES = 64 * 1024
 _FIELDS = ("description", "origin", "ended_at", "number_of_retries", "exc_info")
@@ -74,7 +76,21 @@ def map_job(queue: str, job_id: str, fields: dict[str, bytes | None], failures: 
     )
 
 
+class RQJudge:
+    """The registry's score is the entry's expiry (now + failure_ttl; negative: never); RQ's cleanup
+    removes expired entries only. Gone before its expiry: requeued (rq-dashboard, `rq requeue`,
+    `registry.requeue`) if the job hash is still there, else deleted by hand."""
+
+    async def why_gone(self, store: aioredis.Redis, key: str, left: Position, now_s: float) -> Reason | None:
+        expiry = float(left.score)
+        if 0 <= expiry <= now_s + EXPIRY_MARGIN_S:
+            return None
+        return "retried" if await store.exists(keys.rq_job(left.member_id)) else "deleted"
+
+
 class RQMapper:
+    members_are_ids = True
+
     def __init__(self, store: aioredis.Redis, queue: str) -> None:
         self._store = store
         self._queue = queue
@@ -122,6 +138,7 @@ def rq_source(
                 RQMapper(store, queue),
                 name,
                 clock,
+                RQJudge(),
             )
             for queue in names
         ]

@@ -16,12 +16,15 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bridge import keys
-from bridge.sources.cursor import Cursor
+from bridge.delivery.resolve import Reason
+from bridge.sources.cursor import Cursor, Position
 from bridge.sources.kinds import KindRecord, Receipt
+from bridge.sources.leaving import older_job_present
 from bridge.sources.mapping import Mapped, iso_from_epoch, text, to_int, to_raw
 from bridge.sources.watched import WatchedSet, WatchedSource
 
 KIND = "sidekiq"
+TRIM_MARGIN_S = 3600.0  # a job this close to the age horizon may have been trimmed
 ACTIVE_JOB_WRAPPER = "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper"
 
 
@@ -59,7 +62,27 @@ def job_name(job: dict[str, Any]) -> str | None:
     return text(job.get("class"))
 
 
+class SidekiqJudge:
+    """Sidekiq trims its dead set in `DeadSet#kill`: deaths older than `dead_timeout_in_seconds`, and
+    all but the newest `dead_max_jobs - 1`, both from the oldest up. A job that left while an older one
+    is still there, or while it was young and the set not full, was retried or deleted by hand."""
+
+    def __init__(self, max_jobs: int, timeout_s: float) -> None:
+        self._max_jobs = max_jobs
+        self._timeout_s = timeout_s
+
+    async def why_gone(self, store: aioredis.Redis, key: str, left: Position, now_s: float) -> Reason | None:
+        if await older_job_present(store, key, left, members_are_ids=False):
+            return "retried"
+        young = now_s - float(left.score) + TRIM_MARGIN_S < self._timeout_s
+        if young and int(await store.zcard(key)) < self._max_jobs - 1:
+            return "retried"
+        return None
+
+
 class SidekiqMapper:
+    members_are_ids = False
+
     def __init__(self, source_key: str) -> None:
         self._source_key = source_key
 
@@ -86,10 +109,14 @@ def sidekiq_source(
     namespace: str = "",
     lease_s: float = 60.0,
     clock: Callable[[], float] = time.time,
+    dead_max_jobs: int = 10_000,
+    dead_timeout_s: float = 180 * 24 * 3600.0,
 ) -> WatchedSource:
     """The dead set of one Sidekiq (its Redis may differ from the bridge's, which keeps the cursor)."""
     key = keys.sidekiq_dead(namespace)
-    watched = WatchedSet(store, key, Cursor(bridge, name, lease_s=lease_s), SidekiqMapper(f"{KIND}:{key}"), name, clock)
+    cursor = Cursor(bridge, name, lease_s=lease_s)
+    judge = SidekiqJudge(dead_max_jobs, dead_timeout_s)
+    watched = WatchedSet(store, key, cursor, SidekiqMapper(f"{KIND}:{key}"), name, clock, judge)
 
     async def discover() -> list[WatchedSet]:
         return [watched]

@@ -9,19 +9,29 @@ A kind supplies a `Mapper`: the id of a member, and the KindRecord of one member
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Protocol, cast
 
 import redis.asyncio as aioredis
 
+from bridge.delivery.queue import now_ms as wall_ms
+from bridge.delivery.resolve import Reason
+from bridge.handoff import Parcel
 from bridge.sources.cursor import Cursor, Position
 from bridge.sources.kinds import KindRecord, Receipt
+from bridge.sources.leaving import Judge, LeaveNote
 
 PAGE = 50
+HELD_PAGE = 250  # held jobs checked per round trip
+HELD_PAGES_PER_CHECK = 40  # at most 10,000 held jobs per check of one set; the next check goes on from there
+Forward = Callable[[str, Parcel], Awaitable[None]]
 
 
 class Mapper(Protocol):
+    members_are_ids: bool  # BullMQ, RQ: the member is the job id; Sidekiq: the job's JSON
+
     def member_id(self, member: bytes) -> str: ...
 
     async def record(self, member: bytes, score: str, receipt: Receipt) -> KindRecord: ...
@@ -38,6 +48,7 @@ class WatchedSet:
         mapper: Mapper,
         source_name: str,
         clock: Callable[[], float] = time.time,
+        judge: Judge | None = None,
     ) -> None:
         self.key = key
         self._store = store
@@ -45,6 +56,8 @@ class WatchedSet:
         self._mapper = mapper
         self._source = source_name
         self._clock = clock
+        self._judge = judge
+        self._held_scan = 0  # ZSCAN cursor over the held jobs, kept between checks
 
     async def claim(self) -> KindRecord | None:
         now_ms = int(self._clock() * 1000)
@@ -54,8 +67,57 @@ class WatchedSet:
                 return record
         return await self._scan(now_ms)
 
-    async def finish(self, position: Position) -> None:
-        await self._cursor.finish(position)
+    async def finish(self, position: Position, note: LeaveNote | None = None) -> None:
+        if note is None or self._judge is None:
+            await self._cursor.finish(position)
+        else:
+            await self._cursor.finish_and_hold(position, note.encode())
+
+    async def check_leaving(self, forward: Forward) -> Counter[str]:
+        """Look for held jobs gone from the store (see `bridge.sources.leaving`); resolves queued, by reason."""
+        queued: Counter[str] = Counter()
+        if self._judge is None:
+            return queued
+        for _ in range(HELD_PAGES_PER_CHECK):
+            self._held_scan, held = await self._cursor.held_page(self._held_scan, HELD_PAGE)
+            present = await self._present(held)
+            for position, here in zip(held, present, strict=True):
+                if not here and (reason := await self._departed(position, forward)):
+                    queued[reason] += 1
+            if self._held_scan == 0:
+                break
+        return queued
+
+    async def _present(self, held: list[Position]) -> list[bool]:
+        """One pipelined batch: is each held job still in the store (at its score, for Sidekiq)?"""
+        if not held:
+            return []
+        async with self._store.pipeline(transaction=False) as pipe:
+            for position in held:
+                if self._mapper.members_are_ids:
+                    pipe.zscore(self.key, position.member_id)
+                else:
+                    pipe.zrangebyscore(self.key, position.score, position.score)
+            rows = await pipe.execute()
+        if self._mapper.members_are_ids:
+            return [row is not None for row in rows]
+        return [
+            any(self._mapper.member_id(bytes(m)) == p.member_id for m in row) for p, row in zip(held, rows, strict=True)
+        ]
+
+    async def _departed(self, position: Position, forward: Forward) -> Reason | None:
+        """The reason of a resolve this call queued; None for a trim, or a departure another replica took."""
+        assert self._judge is not None
+        reason = await self._judge.why_gone(self._store, self.key, position, self._clock())
+        raw = await self._cursor.held_note(position.member_id) if reason else None
+        if reason is None or raw is None:
+            await self._cursor.depart(position)  # trimmed by the producer (or no note): forget it
+            return None
+        parcel = _resolve_parcel(LeaveNote.decode(raw), reason, wall_ms())  # queue order is real time
+        if not await self._cursor.depart(position, parcel.id, parcel.encode()):
+            return None
+        await forward(self._cursor.outbox, parcel)
+        return reason
 
     async def depth(self) -> int:
         mark = await self._cursor.watermark()
@@ -100,6 +162,11 @@ class WatchedSet:
         return replace(record, claimed_at=self._clock())
 
 
+def _resolve_parcel(note: LeaveNote, reason: Reason, ms: int) -> Parcel:
+    resolve = note.resolve.model_copy(update={"reason": reason})
+    return Parcel(resolve.item_id(ms), ms, list(note.sinks), resolve.model_dump_json())
+
+
 def _score_text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -108,6 +175,7 @@ class WatchedSource:
     """All sets of one configured watched source, visited in turn."""
 
     def __init__(self, name: str, discover: Callable[[], Awaitable[list[WatchedSet]]]) -> None:
+        self.leave_check_s = 5.0  # the table's `leave_check_s` (set by `bridge.sources.build`)
         self._name = name
         self._discover = discover
         self._sets: dict[str, WatchedSet] = {}
@@ -136,12 +204,23 @@ class WatchedSource:
         return None
 
     async def ack(self, receipt: Receipt) -> bool:
+        return await self.ack_held(receipt, None)
+
+    async def ack_held(self, receipt: Receipt, note: LeaveNote | None) -> bool:
+        """`ack`, holding the job with `note` so its alert is resolved when it leaves the store."""
         key, score, member_id = _parse_token(receipt.token)
         watched = self._sets.get(key)
         if receipt.source != self._name or watched is None:
             return False
-        await watched.finish(Position(score=score, member_id=member_id))
+        await watched.finish(Position(score=score, member_id=member_id), note)
         return True
+
+    async def check_leaving(self, forward: Forward) -> Counter[str]:
+        """Every set's held jobs that left the store (`WatchedSet.check_leaving`)."""
+        queued: Counter[str] = Counter()
+        for watched in list(self._sets.values()):
+            queued += await watched.check_leaving(forward)
+        return queued
 
     async def depth(self) -> int:
         return sum([await watched.depth() for watched in self._sets.values()])

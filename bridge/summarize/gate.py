@@ -213,3 +213,33 @@ def _verdict(name: str) -> Verdict:
 
 def _ms(seconds: float) -> int:
     return max(0, round(seconds * 1000))
+
+
+@dataclass(frozen=True)
+class GateSnapshot:
+    """The fleet-wide gate as an operator sees it (read only; for the console)."""
+
+    state: Literal["closed", "open", "half_open", "paused"]
+    paused_s: float
+    failures: int
+    budget_left: int | None  # None: no per-minute limit
+
+
+async def read_gate(client: redis.Redis, settings: OpenClawSettings) -> GateSnapshot:
+    """Read the breaker hash and the calls log (Redis's clock), changing nothing."""
+    ref = gateway_ref(settings.url)
+    async with client.pipeline(transaction=False) as pipe:
+        pipe.time()
+        pipe.hmget(keys.gateway_breaker(ref), ["failures", "opened", "paused"])
+        pipe.zrange(keys.gateway_calls(ref), 0, -1, withscores=True)
+        (sec, usec), (failures, opened, paused), calls = await pipe.execute()
+    now = int(sec) * 1000 + int(usec) // 1000
+    used = sum(1 for _member, score in calls if score > now - 60_000)
+    left = max(0, settings.calls_per_minute - used) if settings.calls_per_minute > 0 else None
+    paused_ms, opened_ms = int(paused or 0), int(opened or 0)
+    state: Literal["closed", "open", "half_open", "paused"] = "closed"
+    if paused_ms > now:
+        state = "paused"
+    elif opened_ms > 0:
+        state = "open" if now - opened_ms < _ms(settings.breaker_cooldown_s) else "half_open"
+    return GateSnapshot(state, max(0, paused_ms - now) / 1000, int(failures or 0), left)

@@ -69,6 +69,12 @@ def produce_sidekiq(redis_url: str, count: int) -> None:
         client.close()
 
 
+def sidekiq_dead_set(redis_url: str, *args: str) -> None:
+    """Sidekiq's own API on the dead set (tests/producers/sidekiq/dead_set.rb): retry, delete, kill."""
+    env = {**os.environ, "REDIS_URL": redis_url}
+    subprocess.run(["ruby", "dead_set.rb", *args], cwd=PRODUCERS / "sidekiq", env=env, check=True, timeout=60)
+
+
 # --- BullMQ: a Node worker throwing (npm bullmq, pinned by package-lock.json) -----------------
 
 
@@ -90,6 +96,12 @@ def produce_bullmq(redis_url: str, queue: str, count: int, attempts: int = 2) ->
     )
 
 
+def bullmq_failed_set(redis_url: str, queue: str, *args: str) -> None:
+    """BullMQ's own API on a failed set (tests/producers/bullmq/failed_set.mjs): retry, remove, trim."""
+    subprocess.run(["node", "failed_set.mjs", redis_url, queue, *args], cwd=PRODUCERS / "bullmq", check=True,
+                   timeout=60, stdout=subprocess.DEVNULL)
+
+
 # --- RQ: an RQ worker running a job that raises (PyPI rq) -------------------------------------
 
 
@@ -99,15 +111,19 @@ def rq_missing() -> str | None:
     return None
 
 
-def produce_rq(redis_url: str, queue: str, count: int) -> list[str]:
-    """Enqueue jobs that raise, then run a real `rq worker --burst` process over them."""
+def produce_rq(redis_url: str, queue: str, count: int, failure_ttl: int | None = None) -> list[str]:
+    """Enqueue jobs that raise, then run a real `rq worker --burst` process over them.
+
+    `failure_ttl`: how long RQ keeps each in its failed registry (RQ's default: a year).
+    """
     from rq import Queue
 
     client = redis.Redis.from_url(redis_url)
     try:
         rq_queue = Queue(queue, connection=client)
         jobs = [
-            rq_queue.enqueue("tests.producers.rq_jobs.charge_card", i + 1, token="tok-s3cret") for i in range(count)
+            rq_queue.enqueue("tests.producers.rq_jobs.charge_card", i + 1, token="tok-s3cret", failure_ttl=failure_ttl)
+            for i in range(count)
         ]
     finally:
         client.close()
@@ -121,6 +137,27 @@ def produce_rq(redis_url: str, queue: str, count: int) -> list[str]:
         stderr=subprocess.DEVNULL,
     )
     return [job.id for job in jobs]
+
+
+def rq_failed_registry(redis_url: str, queue: str, action: str, *job_ids: str) -> None:
+    """RQ's own API on a failed registry: `requeue` (what rq-dashboard and `rq requeue` do), `delete`
+    (job.delete(), rq-dashboard's delete), or `cleanup` (RQ's removal of expired entries)."""
+    from rq import Queue
+    from rq.job import Job
+    from rq.registry import FailedJobRegistry
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        registry = FailedJobRegistry(queue=Queue(queue, connection=client))
+        if action == "cleanup":
+            registry.cleanup()
+        for job_id in job_ids:
+            if action == "requeue":
+                registry.requeue(job_id)
+            elif action == "delete":
+                Job.fetch(job_id, connection=client).delete()
+    finally:
+        client.close()
 
 
 # --- Celery on RabbitMQ: a task raising, rejected into a dead-letter exchange -----------------

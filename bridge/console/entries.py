@@ -1,0 +1,219 @@
+"""Archived entries as the console shows them: the hand-off's record, the envelope, and where the alert went.
+
+The hand-off writes one record per entry (`dlq_bridge:entries:<ref>`, see
+bridge.handoff) holding the alert, the sinks it was handed to, the silenced
+sinks and the time. Where each alert went is read, never stored twice:
+
+    silenced       the record says a silence held it back
+    delivered      the sink's ledger mark (its time) is at or after the hand-off
+    duplicate      the ledger mark is older than the hand-off (an earlier copy was delivered)
+    undeliverable  a record in `dlq_bridge:undeliverable` for (sink, idempotency key, digest)
+    pending        still in the sink's queue, or a send holds the ledger reservation
+    grouped        in an open group whose notifications do not cover it yet
+    unknown        none of these any more (the ledger mark expired after its TTL)
+
+A grouped member counts as delivered once a group notification covered it.
+Every lookup of one page goes out in one pipelined batch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as redis
+from pydantic import ValidationError
+
+from bridge import keys
+from bridge.console.views import DeliveryState, EnvelopeView, Link, SinkDelivery, SummaryView
+from bridge.delivery.grouping import group_key
+from bridge.delivery.ledger import SENDING
+from bridge.models import Alert, DeadLetter
+from bridge.settings import SinkSettings
+from bridge.sources.base import entry_digest
+
+UNDELIVERABLE_SCAN = 2000
+FIND_CHUNK = 500
+DUPLICATE_SLACK_MS = 1000  # a mark this much before the hand-off is still this hand-off's (clock skew)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One parsed entry record (see bridge.handoff.entry_record): the alert is embedded, or inside
+    the outbox parcel the hand-off script appended."""
+
+    ms: int
+    item: str
+    sinks: list[str]
+    silenced: dict[str, str]
+    quarantined: bool
+    alert: Alert
+
+    @classmethod
+    def parse(cls, raw: bytes | str | None) -> Record | None:
+        if raw is None:
+            return None
+        try:
+            data = json.loads(raw)
+            alert = (Alert.model_validate(data["alert"]) if "alert" in data
+                     else Alert.model_validate_json(data["parcel"]["alert"]))
+            return cls(int(data["ms"]), str(data["item"]), [str(s) for s in data["sinks"]],
+                       {str(k): str(v) for k, v in data["silenced"].items()}, bool(data.get("quarantined")), alert)
+        except (ValueError, KeyError, TypeError, AttributeError, ValidationError):
+            return None
+
+
+@dataclass(frozen=True)
+class Undelivered:
+    at: float | None
+    error: str
+
+
+def undelivered_key(sink: str, idempotency_key: str, digest: str) -> tuple[str, str, str]:
+    return (sink, idempotency_key, digest)
+
+
+async def undelivered_index(client: redis.Redis) -> dict[tuple[str, str, str], Undelivered]:
+    """(sink, idempotency key, digest) → the newest undeliverable record of it (the newest records only)."""
+    found: dict[tuple[str, str, str], Undelivered] = {}
+    for raw in await client.lrange(keys.UNDELIVERABLE, 0, UNDELIVERABLE_SCAN - 1):
+        try:
+            rec = json.loads(raw)
+            key = undelivered_key(str(rec["sink"]), str(rec["idempotency_key"]), str(rec["raw_digest"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+        at = rec.get("at")
+        found.setdefault(key, Undelivered(float(at) if isinstance(at, (int, float)) else None,
+                                          str(rec.get("error", ""))))
+    return found
+
+
+def envelope_view(letter: DeadLetter) -> EnvelopeView:
+    return EnvelopeView.model_validate(letter.model_dump())
+
+
+def summary_view(alert: Alert, runbook_base: str | None) -> SummaryView:
+    s = alert.summary
+    return SummaryView(title=s.title, severity=s.severity, likely_cause=s.likely_cause, next_steps=list(s.next_steps),
+                       runbook_hint=s.runbook_hint, runbook=runbook_link(alert, runbook_base), source=s.source,
+                       fallback_reason=s.fallback_reason)
+
+
+def runbook_link(alert: Alert, base: str | None) -> Link | None:
+    """The bridge's own runbook URL is a live link only when it lies under `runbooks.base_url`."""
+    url = alert.runbook_url
+    if not url:
+        return None
+    clickable = base is not None and url.startswith(base.rstrip("/") + "/") and url.startswith(("https://", "http://"))
+    return Link(text=alert.summary.runbook_hint or url, url=url, clickable=clickable)
+
+
+class DeliveryReader:
+    """Per-sink delivery states of a batch of records (see module doc)."""
+
+    def __init__(self, client: redis.Redis, sinks: Sequence[SinkSettings]) -> None:
+        self._redis = client
+        self._sinks = {s.name: s for s in sinks}
+
+    async def states(self, records: Sequence[Record]) -> list[list[SinkDelivery]]:
+        lookups = [(rec, sink) for rec in records for sink in rec.sinks]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for rec, sink in lookups:
+                self._queue_lookups(pipe, rec, sink)
+            replies = await pipe.execute() if lookups else []
+        failed = await undelivered_index(self._redis) if lookups else {}
+        per_sink = iter(_chunks(replies, 6))
+        out = []
+        for rec in records:
+            found = [self._state(rec, sink, next(per_sink), failed) for sink in rec.sinks]
+            silenced = [SinkDelivery(sink=s, state="silenced", at=rec.ms / 1000, silence_id=sid)
+                        for s, sid in rec.silenced.items()]
+            out.append(found + silenced)
+        return out
+
+    def _queue_lookups(self, pipe: Any, rec: Record, sink: str) -> None:
+        alert = rec.alert
+        pipe.get(keys.delivered(sink, alert.idempotency_key, alert.dead_letter.raw_digest))
+        pipe.hexists(keys.sink_queue(sink).items, rec.item)
+        group = self._group_of(rec, sink)
+        member = alert.idempotency_key
+        if group is None:
+            pipe.echo(""), pipe.echo(""), pipe.echo(""), pipe.echo("")
+            return
+        pipe.zscore(keys.group_jobs(sink, group), member)
+        pipe.hmget(keys.group(sink, group), ["notified", "previous_at"])
+        pipe.zscore(keys.group_jobs(sink, group, previous=True), member)
+        pipe.hmget(keys.group(sink, group, previous=True), ["notified", "previous_at"])
+
+    def _group_of(self, rec: Record, sink: str) -> str | None:
+        settings = self._sinks.get(sink)
+        if settings is None or settings.group_by == "none":
+            return None
+        return group_key(rec.alert, settings.group_by)
+
+    def _state(
+        self, rec: Record, sink: str, reply: list[Any], failed: Mapping[tuple[str, str, str], Undelivered]
+    ) -> SinkDelivery:
+        mark, queued, member, group, prev_member, prev_group = reply
+        alert = rec.alert
+        group_name = self._group_of(rec, sink)
+        base = {"sink": sink, "group_key": group_name}
+        state = _ledger_state(mark, rec.ms)
+        if state is not None:
+            return SinkDelivery(**base, state=state[0], at=state[1], detail=state[2])
+        miss = failed.get(undelivered_key(sink, alert.idempotency_key, alert.dead_letter.raw_digest))
+        if miss is not None:
+            return SinkDelivery(**base, state="undeliverable", at=miss.at, detail=miss.error)
+        if queued:
+            return SinkDelivery(**base, state="pending", detail="queued for the sink")
+        for arrival, fields, closed in ((member, group, False), (prev_member, prev_group, True)):
+            if arrival is not None and isinstance(fields, list):
+                return _group_state(base, float(arrival), fields, closed)
+        settings = self._sinks.get(sink)
+        if settings is not None and settings.type == "console":
+            return SinkDelivery(**base, state="delivered", detail="printed (the console sink keeps no ledger)")
+        return SinkDelivery(**base, state="unknown", detail="no trace left (the ledger mark expires after its TTL)")
+
+
+def _ledger_state(mark: Any, handed_ms: int) -> tuple[DeliveryState, float | None, str] | None:
+    if mark is None:
+        return None
+    text = mark.decode(errors="replace") if isinstance(mark, bytes) else str(mark)
+    if text.startswith(SENDING):
+        return "pending", None, "being sent"
+    try:
+        at = float(json.loads(text)["at"])
+    except (ValueError, KeyError, TypeError):
+        return "delivered", None, ""
+    if at * 1000 < handed_ms - DUPLICATE_SLACK_MS:
+        return "duplicate", at, "already delivered before this hand-off"
+    return "delivered", at, ""
+
+
+def _group_state(base: dict[str, Any], arrival: float, fields: list[Any], closed: bool) -> SinkDelivery:
+    notified = int(fields[0] or 0)
+    previous_at = float(fields[1]) if fields[1] else None
+    if closed or arrival <= notified:
+        return SinkDelivery(**base, state="delivered", at=previous_at, detail="in a group notification")
+    return SinkDelivery(**base, state="grouped", detail="waiting for the group's next notification")
+
+
+def _chunks(items: Sequence[Any], size: int) -> list[list[Any]]:
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+async def find_raw(client: redis.Redis, archive: str, entry_id: str, limit: int) -> bytes | None:
+    """The raw bytes of the archived entry whose digest is `entry_id` (newest first, at most `limit` read)."""
+    start = 0
+    while start < limit:
+        raws = await client.lrange(keys.encode(archive), start, start + FIND_CHUNK - 1)
+        for raw in raws:
+            data = raw if isinstance(raw, bytes) else raw.encode()
+            if entry_digest(data) == entry_id:
+                return data
+        if len(raws) < FIND_CHUNK:
+            return None
+        start += FIND_CHUNK
+    return None

@@ -1,0 +1,155 @@
+"""Fleet-wide state for the console: sinks (queues, health), the gateway gate, alert groups.
+
+Read-only, through the same stores the workers use: `SinkQueue.stats`, the
+grouping keys (bridge.delivery.grouping), `read_gate` (bridge.summarize.gate).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import redis.asyncio as redis
+from pydantic import ValidationError
+
+from bridge import keys
+from bridge.console.views import (
+    GatewayView,
+    GroupMemberView,
+    GroupSummaryView,
+    GroupView,
+    HealthState,
+    SinkView,
+    SummarySourceCounts,
+)
+from bridge.delivery.queue import SinkQueue, now_ms
+from bridge.health import Health
+from bridge.models import Alert, GroupJob, Severity
+from bridge.settings import OpenClawSettings, SinkSettings
+from bridge.summarize.gate import read_gate
+
+GROUPS_MAX = 200
+MEMBERS_MAX = 500
+_BY_RANK = {s.rank: s for s in Severity}
+_RANKING: dict[HealthState, int] = {"unknown": 0, "ok": 1, "degraded": 2, "failing": 3}
+
+
+async def sink_views(
+    client: redis.Redis, sinks: Sequence[SinkSettings], health: Health | None, undeliverable: Counter[str]
+) -> list[SinkView]:
+    at = now_ms()
+    views = []
+    for sink in sinks:
+        stats = await SinkQueue(client, sink.name).stats()
+        groups = int(await client.zcard(keys.groups_due(sink.name))) if sink.group_by != "none" else 0
+        state, detail = _health(health, sink.name)
+        views.append(SinkView(name=sink.name, type=sink.type, health=state, health_detail=detail,
+                              queue_depth=stats.depth, oldest_age_s=stats.oldest_age_s(at),
+                              undeliverable=undeliverable.get(sink.name, 0), group_by=sink.group_by,
+                              open_groups=groups))
+    return views
+
+
+def _health(health: Health | None, sink: str) -> tuple[HealthState, str]:
+    """The worse of the sink's delivery check and its queue check."""
+    if health is None:
+        return "unknown", ""
+    worst: tuple[HealthState, str] = ("unknown", "")
+    for name in (f"sink:{sink}", f"sink_queue:{sink}"):
+        check = health.get(name)
+        if check is None:
+            continue
+        state: HealthState = check.status.value
+        if _RANKING[state] > _RANKING[worst[0]]:
+            worst = (state, check.detail)
+    return worst
+
+
+async def gateway_view(
+    client: redis.Redis, settings: OpenClawSettings | None, summaries: SummarySourceCounts
+) -> GatewayView:
+    if settings is None:
+        return GatewayView(configured=False, breaker="unknown", calls_per_minute=0, budget_left=None,
+                           summaries_last_hour=summaries)
+    gate = await read_gate(client, settings)
+    return GatewayView(configured=True, breaker=gate.state, paused_s=gate.paused_s,
+                       consecutive_failures=gate.failures, calls_per_minute=settings.calls_per_minute,
+                       budget_left=gate.budget_left, summaries_last_hour=summaries)
+
+
+async def group_summaries(client: redis.Redis, sinks: Sequence[SinkSettings]) -> list[GroupSummaryView]:
+    """Every open group of every grouped sink (at most GROUPS_MAX per sink), soonest due first."""
+    found: list[GroupSummaryView] = []
+    for sink in sinks:
+        if sink.group_by == "none":
+            continue
+        names = [_text(g) for g in await client.zrange(keys.groups_due(sink.name), 0, GROUPS_MAX - 1)]
+        async with client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hmget(keys.group(sink.name, name), ["count", "notified", "first_seen", "last_seen",
+                                                         "severity", "first"])
+                pipe.hgetall(keys.group_queues(sink.name, name))
+            replies = await pipe.execute() if names else []
+        for i, name in enumerate(names):
+            view = _summary(sink.name, name, replies[2 * i], replies[2 * i + 1])
+            if view is not None:
+                found.append(view)
+    return found
+
+
+def _summary(sink: str, group: str, fields: list[Any], queues: dict[Any, Any]) -> GroupSummaryView | None:
+    count, notified, first_seen, last_seen, severity, first = fields
+    if count is None or first is None:
+        return None
+    try:
+        alert = Alert.model_validate_json(first)
+    except (ValidationError, ValueError):
+        return None
+    return GroupSummaryView(
+        sink=sink, group_key=group, title=alert.summary.title,
+        severity=_BY_RANK.get(int(severity or 0), Severity.INFO), count=int(count), notified=int(notified or 0),
+        first_seen=float(first_seen or 0), last_seen=float(last_seen or 0),
+        queues={_text(q): int(n) for q, n in queues.items()},
+    )
+
+
+async def group_view(client: redis.Redis, sink: SinkSettings, group: str) -> tuple[GroupView, Alert] | None:
+    """One group with its members (the first MEMBERS_MAX in arrival order) and its first alert."""
+    fields = await client.hmget(keys.group(sink.name, group),
+                                ["count", "notified", "first_seen", "last_seen", "severity", "first"])
+    summary = _summary(sink.name, group, fields, await client.hgetall(keys.group_queues(sink.name, group)))
+    if summary is None:
+        return None
+    first = Alert.model_validate_json(fields[5] or b"")
+    scored = await client.zrange(keys.group_jobs(sink.name, group), 0, MEMBERS_MAX - 1, withscores=True)
+    arrivals: list[tuple[str, float]] = [(_text(pair[0]), float(pair[1])) for pair in scored]
+    members = [m for m, _n in arrivals]
+    details = await client.hmget(keys.group_job_details(sink.name, group), members) if members else []
+    source = first.dead_letter.source_key if first.dead_letter.source_kind is None else None
+    jobs = []
+    for (member, arrival), detail in zip(arrivals, details, strict=True):
+        job = _job(detail)
+        if job is None:
+            continue
+        jobs.append(GroupMemberView(
+            idempotency_key=member, queue=job.queue, job_id=job.job_id, job_name=job.job_name,
+            attempts=job.attempts, last_error=job.last_error, entry_id=job.raw_digest, source=source,
+            added_at=job.added_at, notified=arrival <= summary.notified,
+        ))
+    view = GroupView(**summary.model_dump(), jobs=jobs, jobs_total=summary.count)
+    return view, first
+
+
+def _job(raw: Any) -> GroupJob | None:
+    if raw is None:
+        return None
+    try:
+        return GroupJob.model_validate(json.loads(raw))
+    except (ValidationError, ValueError):
+        return None
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)

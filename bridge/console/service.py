@@ -1,0 +1,322 @@
+"""The console's read side: every page and `/api/v1` GET reads through `ConsoleService`.
+
+Built once with the settings, the bridge's Redis client and what the runtime
+already has (the list source's tracked DLQs, the kind sources, health); no
+globals. Each method returns a view from `bridge.console.views`:
+
+    overview()                        -> Overview
+    sources()                         -> list[SourceView]
+    source_entries(source, offset, limit) -> EntryPage     newest first, paged by offset
+    entry(source, entry_id)           -> EntryView | None   entry_id = raw digest (16 hex)
+    groups()                          -> list[GroupSummaryView]
+    group(sink, group_key)            -> GroupView | None
+    undeliverable(limit)              -> list[UndeliverableView]
+    silences(include_expired)         -> list[SilenceView]
+    audit(limit)                      -> list[AuditRecord]
+
+Actions live in `bridge.console.actions.ConsoleActions`. Data comes from the
+stores the pipeline keeps (archive, entry records, sink queues, ledger,
+undeliverable list, groups, gateway gate, silences, audit list); nothing here
+writes to Redis. See docs/design.md, section "Console and JSON API".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as redis
+
+from bridge import keys
+from bridge.console.audit import AuditLog
+from bridge.console.entries import DeliveryReader, Record, envelope_view, find_raw, summary_view
+from bridge.console.fleet import gateway_view, group_summaries, group_view, sink_views
+from bridge.console.views import (
+    AuditRecord,
+    EntryPage,
+    EntryView,
+    GroupSummaryView,
+    GroupView,
+    Overview,
+    SilenceMatchers,
+    SilenceView,
+    SourceView,
+    SummarySourceCounts,
+    UndeliverableView,
+)
+from bridge.delivery.undeliverable import Stored, UndeliverableStore
+from bridge.health import Health
+from bridge.intake import normalize
+from bridge.settings import Settings, SinkSettings
+from bridge.silences import Silence, SilenceStore
+from bridge.sources.base import entry_digest
+from bridge.sources.kinds import KindSource
+
+PAGE_MAX = 200
+HOUR_BUCKETS = 3600 // keys.STATS_BUCKET_S
+ARCHIVE_SCAN_EVERY_S = 30.0
+KIND_DEPTH_TIMEOUT_S = 1.0
+UNDELIVERABLE_COUNTED = 2000
+
+
+@dataclass(frozen=True)
+class KindRef:
+    """A configured kind source as the runtime built it."""
+
+    kind: str
+    source: KindSource
+
+
+class ConsoleService:
+    """Read-only views over the bridge's Redis state (see module doc)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: redis.Redis,
+        *,
+        list_sources: Callable[[], Sequence[str]] = lambda: (),
+        kinds: Sequence[KindRef] = (),
+        health: Health | None = None,
+        read_only: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._settings = settings
+        self._redis = client
+        self._list_sources = list_sources
+        self._kinds = {ref.source.name: ref for ref in kinds}
+        self._health = health
+        self.read_only = read_only
+        self._clock = clock
+        self._sinks = settings.effective_sinks()
+        self._deliveries = DeliveryReader(client, self._sinks)
+        self._archived: tuple[float, set[str]] | None = None
+
+    @property
+    def sinks(self) -> list[SinkSettings]:
+        return list(self._sinks)
+
+    def is_kind(self, source: str) -> bool:
+        return source in self._kinds
+
+    # --- overview -------------------------------------------------------------------------
+
+    async def overview(self) -> Overview:
+        sources = await self.sources()
+        records = await UndeliverableStore(self._redis).records(UNDELIVERABLE_COUNTED)
+        per_sink = Counter(str(r.record.get("sink", "")) for r in records)
+        silences = await SilenceStore(self._redis, self._clock).all()
+        now = self._clock()
+        return Overview(
+            generated_at=now,
+            sources=sources,
+            groups=await self.groups(),
+            sinks=await sink_views(self._redis, self._sinks, self._health, per_sink),
+            gateway=await gateway_view(self._redis, self._settings.openclaw, _total(sources)),
+            undeliverable=int(await self._redis.llen(keys.UNDELIVERABLE)),
+            active_silences=sum(1 for s in silences if s.active(now)),
+            read_only=self.read_only,
+        )
+
+    async def sources(self) -> list[SourceView]:
+        """Every list source (tracked DLQs and archives) and every kind source, by name."""
+        lists = sorted((set(self._list_sources()) | await self._archived_sources()) - set(self._kinds))
+        names = lists + sorted(self._kinds)
+        minute = int(self._clock()) // keys.STATS_BUCKET_S
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.llen(keys.encode(name)) if name in lists else pipe.echo("0")
+                pipe.llen(keys.encode(keys.alerted(name)))
+                for m in range(minute - HOUR_BUCKETS + 1, minute + 1):
+                    pipe.hgetall(keys.encode(keys.handoff_stats(name, m)))
+            replies = await pipe.execute() if names else []
+        step = 2 + HOUR_BUCKETS
+        kind_depths = dict(zip(self._kinds, await asyncio.gather(
+            *(_kind_depth(ref.source) for ref in self._kinds.values())), strict=True))
+        views = []
+        for i, name in enumerate(names):
+            depth, archived, *buckets = replies[i * step : (i + 1) * step]
+            views.append(self._source_view(name, kind_depths.get(name, int(depth)), int(archived), buckets))
+        return views
+
+    def _source_view(self, name: str, depth: int | None, archived: int, buckets: list[Any]) -> SourceView:
+        counts: Counter[str] = Counter()
+        for bucket in buckets:
+            counts.update({_text(k): int(v) for k, v in bucket.items()})
+        summaries = SummarySourceCounts(openclaw=counts["openclaw"], cache=counts["cache"],
+                                        fallback=counts["fallback"])
+        ref = self._kinds.get(name)
+        if ref is not None:
+            return SourceView(source=name, kind=ref.kind, queue=name, depth=depth,
+                              archived=archived, alerted_last_hour=counts["alerted"],
+                              summaries_last_hour=summaries, redrivable=False)
+        shown = keys.display(name)
+        return SourceView(source=shown, kind="list", queue=keys.queue_of(shown), depth=depth, archived=archived,
+                          alerted_last_hour=counts["alerted"], summaries_last_hour=summaries,
+                          redrivable=keys.work_queue(name) is not None)
+
+    async def _archived_sources(self) -> set[str]:
+        """Sources with an archive (found by SCAN at most every ARCHIVE_SCAN_EVERY_S)."""
+        now = time.monotonic()
+        if self._archived is not None and now - self._archived[0] < ARCHIVE_SCAN_EVERY_S:
+            return self._archived[1]
+        found = set()
+        async for key in self._redis.scan_iter(match=keys.ALERTED_MATCH, count=1000, _type="list"):
+            source = keys.parse_alerted(keys.decode(key))
+            if source is not None:
+                found.add(source)
+        self._archived = (now, found)
+        return found
+
+    # --- entries --------------------------------------------------------------------------
+
+    async def source_entries(self, source: str, offset: int = 0, limit: int = 50) -> EntryPage:
+        """The archive of `source`, newest first, `limit` (≤ PAGE_MAX) entries from `offset`."""
+        offset, limit = max(offset, 0), min(max(limit, 1), PAGE_MAX)
+        archive = keys.encode(keys.alerted(source))
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.llen(archive)
+            pipe.lrange(archive, offset, offset + limit - 1)
+            total, raws = await pipe.execute()
+        raws = [_bytes(r) for r in raws]
+        digests = [entry_digest(r) for r in raws]
+        stored = await self._redis.hmget(keys.encode(keys.entry_records(source)), digests) if digests else []
+        entries = await self._views(source, [(d, r, s) for d, r, s in zip(digests, raws, stored, strict=True)])
+        end = offset + len(raws)
+        return EntryPage(source=source, offset=offset, limit=limit, total=int(total), entries=entries,
+                         next_offset=end if end < int(total) else None)
+
+    async def entry(self, source: str, entry_id: str) -> EntryView | None:
+        """One entry by its id (raw digest): from its record, else from the archived bytes."""
+        stored = await self._redis.hget(keys.encode(keys.entry_records(source)), entry_id)
+        raw = await self.find_raw(source, entry_id)
+        if stored is None and raw is None:
+            return None
+        views = await self._views(source, [(entry_id, raw, stored)])
+        return views[0]
+
+    async def find_raw(self, source: str, entry_id: str) -> bytes | None:
+        archive = keys.alerted(source)
+        return await find_raw(self._redis, archive, entry_id, self._settings.sources.archive_max)
+
+    async def record(self, source: str, entry_id: str) -> Record | None:
+        return Record.parse(await self._redis.hget(keys.encode(keys.entry_records(source)), entry_id))
+
+    async def _views(self, source: str, items: list[tuple[str, bytes | None, Any]]) -> list[EntryView]:
+        records = [Record.parse(stored) for _d, _r, stored in items]
+        known = [r for r in records if r is not None]
+        states = iter(await self._deliveries.states(known))
+        views = []
+        for (digest, raw, _s), record in zip(items, records, strict=True):
+            deliveries = next(states) if record is not None else []
+            views.append(self._entry_view(source, digest, raw, record, deliveries))
+        return views
+
+    def _entry_view(
+        self, source: str, digest: str, raw: bytes | None, record: Record | None, deliveries: list[Any]
+    ) -> EntryView:
+        base = self._settings.runbooks.base_url
+        alert = record.alert if record is not None else None
+        if alert is not None:
+            envelope = envelope_view(alert.dead_letter)
+        else:
+            excerpt = self._settings.sources.excerpt_max_bytes
+            envelope = envelope_view(normalize(raw or b"", keys.display(source), excerpt_max=excerpt))
+        in_archive = raw is not None
+        return EntryView(
+            id=digest, source=source, archived_at=record.ms / 1000 if record else None,
+            severity=alert.severity if alert else None,
+            summary=summary_view(alert, base) if alert else None, envelope=envelope, deliveries=deliveries,
+            redrivable=in_archive and source not in self._kinds and keys.work_queue(source) is not None,
+            in_archive=in_archive,
+        )
+
+    # --- groups, undeliverable, silences, audit -------------------------------------------
+
+    async def groups(self) -> list[GroupSummaryView]:
+        return await group_summaries(self._redis, self._sinks)
+
+    async def group(self, sink: str, group_key: str) -> GroupView | None:
+        settings = next((s for s in self._sinks if s.name == sink and s.group_by != "none"), None)
+        if settings is None:
+            return None
+        found = await group_view(self._redis, settings, group_key)
+        return found[0] if found else None
+
+    async def undeliverable(self, limit: int = 100) -> list[UndeliverableView]:
+        return [undeliverable_view(s) for s in await UndeliverableStore(self._redis).records(max(limit, 1))]
+
+    async def silences(self, include_expired: bool = False) -> list[SilenceView]:
+        now = self._clock()
+        found = await SilenceStore(self._redis, self._clock).all()
+        return [silence_view(s, now) for s in found if include_expired or now < s.ends_at]
+
+    async def audit(self, limit: int = 100) -> list[AuditRecord]:
+        return await AuditLog(self._redis).recent(min(max(limit, 1), 1000))
+
+
+def record_id(stored: Stored) -> str:
+    """A stable id for an undeliverable record: the first 16 hex digits of SHA-256 of its stored form."""
+    return hashlib.sha256(stored.raw.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def undeliverable_view(stored: Stored) -> UndeliverableView:
+    r = stored.record
+    return UndeliverableView(
+        id=record_id(stored), sink=str(r.get("sink", "?")), sink_type=_opt_str(r.get("sink_type")),
+        status=_opt_int(r.get("status")), error=str(r.get("error", "unreadable record")),
+        idempotency_key=_opt_str(r.get("idempotency_key")), attempts=_opt_int(r.get("attempts")),
+        at=_opt_float(r.get("at")), queue=_opt_str(r.get("queue")), job_id=_opt_str(r.get("job_id")),
+        source_key=_opt_str(r.get("source_key")), raw_digest=_opt_str(r.get("raw_digest")),
+        group_key=_opt_str(r.get("group_key")), count=_opt_int(r.get("count")),
+        retryable=isinstance(r.get("alert"), dict),
+    )
+
+
+def silence_view(silence: Silence, now: float) -> SilenceView:
+    return SilenceView(
+        id=silence.id,
+        matchers=SilenceMatchers(queue=silence.queue, job_name=silence.job_name, fingerprint=silence.fingerprint),
+        starts_at=silence.starts_at, ends_at=silence.ends_at, reason=silence.reason, author=silence.author,
+        webhooks=silence.webhooks, active=silence.active(now), expired_by=silence.expired_by,
+    )
+
+
+def _total(sources: Sequence[SourceView]) -> SummarySourceCounts:
+    return SummarySourceCounts(
+        openclaw=sum(s.summaries_last_hour.openclaw for s in sources),
+        cache=sum(s.summaries_last_hour.cache for s in sources),
+        fallback=sum(s.summaries_last_hour.fallback for s in sources),
+    )
+
+
+async def _kind_depth(source: KindSource) -> int | None:
+    try:
+        return await asyncio.wait_for(source.depth(), KIND_DEPTH_TIMEOUT_S)
+    except Exception:  # any client library; the page shows "unknown"
+        return None
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def _bytes(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogateescape")
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _opt_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _opt_float(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

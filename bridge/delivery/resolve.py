@@ -1,0 +1,112 @@
+"""Resolve items: "this dead job was retried by hand, close its incident" (docs/design.md, section 5c).
+
+A resolve travels through the same durable sink queue as an alert (`bridge.delivery.queue`), so
+the worker's lease, the fleet-wide pacing, 429/503 retries with Retry-After, the attempt budget
+and the undeliverable store all apply. Its body is a `Resolve` JSON object (`"type":
+"dlq.resolve"`), told apart from an alert by that field. Only PagerDuty sinks with
+`resolve_on_retry` send it (an Events API v2 `event_action: "resolve"` with the trigger's
+`dedup_key`); every other sink drops it.
+
+Once per trigger: the ledger key of a resolve is `dlq_bridge:delivered:<sink>:resolve:<idempotency
+key>:<digest>`, the trigger's own ledger key with `resolve:` in front of the idempotency key. Two
+replicas (or one replica and a restart) enqueuing the same resolve send it once; a job that dies
+again, is alerted again and is retried again gets a new digest, so a new resolve.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import redis.asyncio as redis
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from bridge import keys
+from bridge.delivery.queue import SinkQueue, item_id, now_ms
+from bridge.models import Severity
+
+RESOLVE_TYPE = "dlq.resolve"
+RESOLVE_PREFIX = '{"type":"dlq.resolve"'  # how `Resolve.model_dump_json()` starts (an alert never does)
+Reason = Literal["retried", "deleted", "redriven"]
+
+
+class Resolve(BaseModel):
+    """One resolve for one sink queue (see module doc)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    type: Literal["dlq.resolve"] = "dlq.resolve"
+    dedup_key: str  # exactly what the trigger carried (`bridge.sinks.pagerduty.dedup_key(job_id)`)
+    idempotency_key: str  # the trigger's Idempotency-Key, e.g. `sidekiq:billing:<jid>`
+    digest: str = ""  # the trigger's raw digest (`DeadLetter.raw_digest`)
+    reason: Reason = "redriven"
+    severity: Severity = Severity.ERROR  # the trigger's severity: the resolve queues in the same band
+    fingerprint: str = ""  # the dead letter's fingerprint and queue: a grouped sink finds the job's group
+    queue: str = ""
+
+    @property
+    def ledger_key_part(self) -> str:
+        return f"resolve:{self.idempotency_key}"
+
+    def item_id(self, ms: int) -> str:
+        """`<urgency>:<ms>:resolve:<idempotency key>:<digest>`: after its trigger, in the trigger's band."""
+        return item_id(self.severity, ms, self.ledger_key_part, self.digest)
+
+
+def ledger_key(sink: str, resolve: Resolve) -> str:
+    return keys.delivered(sink, resolve.ledger_key_part, resolve.digest)
+
+
+def parse_resolve(body: str) -> Resolve | None:
+    """The Resolve in a queued item's body; None when the body is something else (an alert)."""
+    if not body.startswith(RESOLVE_PREFIX):
+        return None
+    try:
+        return Resolve.model_validate_json(body)
+    except (ValidationError, ValueError):
+        return None
+
+
+async def enqueue_resolve(
+    client: redis.Redis,
+    sink: str,
+    dedup_key: str,
+    *,
+    idempotency_key: str | None = None,
+    digest: str = "",
+    reason: Reason = "redriven",
+    severity: Severity = Severity.ERROR,
+    fingerprint: str = "",
+    queue: str = "",
+) -> str:
+    """Queue a PagerDuty `resolve` of `dedup_key` on `sink`'s durable queue; returns the item id.
+
+    Durable once this returns (one script on the sink's `{<sink>}` slot). The sink's worker,
+    on whichever replica takes the item, sends `event_action: "resolve"` with `dedup_key` if
+    the sink is a PagerDuty sink with `resolve_on_retry = true` (the default) and drops the
+    item otherwise, so callers need not know the sink's type or settings. It is sent at most
+    once per (sink, idempotency key, digest), however often and by however many replicas it is
+    enqueued, and is retried on 429/5xx (Retry-After honoured) like any alert.
+
+    From a `DeadLetter` `dl` whose alert went to `sink`:
+
+        enqueue_resolve(client, sink, pagerduty.dedup_key(dl.job_id),
+                        idempotency_key=dl.idempotency_key, digest=dl.raw_digest,
+                        fingerprint=dl.fingerprint, queue=dl.queue, reason="redriven")
+
+    `fingerprint` and `queue` matter on a grouped sink (`group_by = "fingerprint" | "queue"`):
+    there the incident is the group's, and it is resolved only when this job is the group's
+    only job (without them, a grouped sink drops the resolve). `severity` orders the item
+    among the sink's queued alerts (give the trigger's, so the resolve queues behind it).
+    """
+    resolve = Resolve(
+        dedup_key=dedup_key,
+        idempotency_key=idempotency_key or dedup_key,
+        digest=digest,
+        reason=reason,
+        severity=severity,
+        fingerprint=fingerprint,
+        queue=queue,
+    )
+    ident = resolve.item_id(now_ms())
+    await SinkQueue(client, sink).put(ident, resolve.model_dump_json())
+    return ident
