@@ -29,7 +29,7 @@ from tests.support.redis_server import free_port
 pytestmark = [pytest.mark.failure, pytest.mark.slow]
 
 DLQ = "dead_letter:moving"
-ENTRIES = 600
+ENTRIES = 400
 
 
 async def test_a_dlq_slot_migrated_mid_drain_loses_and_doubles_nothing(
@@ -45,7 +45,8 @@ async def test_a_dlq_slot_migrated_mid_drain_loses_and_doubles_nothing(
         cfg = write_config(tmp_path / "b.toml", {
             "server": {"port": port, "grace_s": 5},
             "redis": {"url": local_cluster.url, "consumer_id": "mover", "cluster": True},
-            "sources": {"concurrency": 4, "poll_interval_s": 0.01, "rescan_interval_s": 0.5},
+            "sources": {"concurrency": 4, "poll_interval_s": 0.01, "rescan_interval_s": 0.5,
+                        "heartbeat_interval_s": 0.5, "heartbeat_ttl_s": 3, "reap_interval_s": 1},
             "sinks": [{"name": "hook", "type": "webhook", "url": f"{base}/hooks", "secret": "mover-secret"}],
         })
         proc = start_bridge(["--config", str(cfg), "run"])
