@@ -1,4 +1,4 @@
-"""Operator commands on a Redis Cluster: check, peek, redrive, undeliverable (tests/cluster/conftest.py).
+"""Operator commands on a Redis Cluster: check, peek, redrive, undeliverable, summarize (tests/cluster/conftest.py).
 
 The single-server tests run here unchanged where the command behaves the same; redrive
 gets its own tests, since a work queue in another slot than its DLQ is reached through
@@ -29,15 +29,21 @@ from tests.test_ops_redrive import (
     test_limit_and_job_id,
     test_moves_everything_oldest_first_with_attempts_reset,
 )
+from tests.test_summarize_cli import (
+    test_empty_queue_fails,
+    test_queue_entry_with_gateway_renders_sinks_and_sends_nothing,
+)
 
 __all__ = [
     "config",
     "test_depths_of_every_source",
     "test_dry_run_changes_nothing",
+    "test_empty_queue_fails",
     "test_entries_are_paged_newest_first_and_redacted",
     "test_from_archive_and_custom_target",
     "test_limit_and_job_id",
     "test_moves_everything_oldest_first_with_attempts_reset",
+    "test_queue_entry_with_gateway_renders_sinks_and_sends_nothing",
     "test_undeliverable_list_then_retry_removes_only_what_was_delivered",
 ]
 
