@@ -14,7 +14,9 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
-from bridge.console.api import TokenCheck, build_api
+from bridge.console.api import Console, TokenCheck, build_api
+from bridge.console.pages import pages_router
+from bridge.console.service import ConsoleService
 from bridge.console.wiring import build_console
 from bridge.health import Status
 from bridge.redis_client import probe
@@ -51,6 +53,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     if settings.console.enabled:
         app.state.console_tokens = TokenCheck(settings.console.token)
         app.include_router(build_api())
+        app.include_router(pages_router(lambda: _console_service(app), settings.runbooks.base_url))
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
@@ -82,6 +85,12 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
         return Response(data, media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+def _console_service(app: FastAPI) -> ConsoleService | None:
+    """The running console's read side for the pages; None while the bridge starts."""
+    console: Console | None = getattr(app.state, "console", None)
+    return console.service if console is not None else None
 
 
 async def _probe(runtime: Runtime) -> None:

@@ -1,0 +1,165 @@
+"""The console pages under `/console/` (docs/design.md, section 6b): server-rendered, read through `ConsoleService`.
+
+Pages only read. Actions are buttons and one form whose clicks the page's own
+script (`static/console.js`) sends to the JSON API with `Authorization: Bearer
+<token>`; the operator pastes the token once and it stays in the tab's
+sessionStorage (never a cookie or a URL), so no request carries an ambient
+credential and no other site can make one (CSRF-safe). Every response carries a
+strict Content-Security-Policy: scripts only from `/console/static/`, no inline
+script or handler, no framing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from redis.exceptions import RedisError
+
+from bridge.console import render
+from bridge.console.service import PAGE_MAX, ConsoleService
+
+log = logging.getLogger(__name__)
+
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+STATIC_TYPES = {
+    "console.css": "text/css; charset=utf-8",
+    "console.js": "text/javascript; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
+}
+PAGE_SIZE = 25
+
+ServiceGetter = Callable[[], ConsoleService | None]
+ContextBuilder = Callable[[ConsoleService], Awaitable[Mapping[str, Any] | None]]
+
+
+def _static_files() -> dict[str, bytes]:
+    return {name: (render.STATIC / name).read_bytes() for name in STATIC_TYPES}
+
+
+class Pages:
+    """The page handlers; `service()` is None until the runtime has started."""
+
+    def __init__(self, service: ServiceGetter, runbook_base_url: str | None) -> None:
+        self._service = service
+        self._base_url = runbook_base_url
+        self._env = render.build_environment()
+        self._static = _static_files()
+
+    async def render(self, name: str, build: ContextBuilder) -> Response:
+        svc = self._service()
+        if svc is None:
+            return _html(self._env, "message.html", {"title": "Starting", "message": "The bridge is starting."}, 503)
+        try:
+            context = await build(svc)
+        except (RedisError, OSError) as exc:
+            log.warning("console page %s: Redis unavailable (%s)", name, type(exc).__name__)
+            message = {"title": "Redis unavailable", "message": "The bridge cannot read Redis right now; try again."}
+            return _html(self._env, "message.html", message, 503)
+        if context is None:
+            return _html(self._env, "message.html", {"title": "Not found", "message": "Nothing here (any more)."}, 404)
+        base = {"read_only": svc.read_only, "runbook_base_url": self._base_url, "page": name}
+        return _html(self._env, f"{name}.html", {**base, **context})
+
+    async def root(self) -> Response:
+        return RedirectResponse("/console/", status_code=308, headers=SECURITY_HEADERS)
+
+    async def asset(self, name: str) -> Response:
+        if name not in self._static:
+            return Response("not found", status_code=404, headers=SECURITY_HEADERS)
+        return Response(self._static[name], media_type=STATIC_TYPES[name], headers=SECURITY_HEADERS)
+
+    async def overview(self) -> Response:
+        return await self.render("overview", _overview)
+
+    async def source(self, key: str, offset: int = Query(0, ge=0)) -> Response:
+        return await self.render("source", lambda svc: _source(svc, key, offset))
+
+    async def entry(self, source: str, id: str) -> Response:
+        return await self.render("entry", lambda svc: _entry(svc, source, id))
+
+    async def groups(self) -> Response:
+        return await self.render("groups", _groups)
+
+    async def group(self, sink: str, key: str) -> Response:
+        return await self.render("group", lambda svc: _group(svc, sink, key))
+
+    async def undeliverable(self) -> Response:
+        return await self.render("undeliverable", _undeliverable)
+
+    async def silences(self, queue: str = "", job_name: str = "", fingerprint: str = "") -> Response:
+        prefill = {"queue": queue[:512], "job_name": job_name[:512], "fingerprint": fingerprint[:128]}
+        return await self.render("silences", lambda svc: _silences(svc, prefill))
+
+    async def audit(self) -> Response:
+        return await self.render("audit", _audit)
+
+
+def pages_router(service: ServiceGetter, runbook_base_url: str | None) -> APIRouter:
+    """The `/console/` routes (GET only; the actions are the JSON API's)."""
+    pages = Pages(service, runbook_base_url)
+    router = APIRouter(prefix="/console", include_in_schema=False)
+    router.add_api_route("", pages.root)
+    router.add_api_route("/static/{name}", pages.asset)
+    routes: list[tuple[str, Callable[..., Awaitable[Response]]]] = [
+        ("/", pages.overview), ("/source", pages.source), ("/entry", pages.entry), ("/groups", pages.groups),
+        ("/group", pages.group), ("/undeliverable", pages.undeliverable), ("/silences", pages.silences),
+        ("/audit", pages.audit),
+    ]
+    for path, handler in routes:
+        router.add_api_route(path, handler, response_class=HTMLResponse)
+    return router
+
+
+def _html(env: Any, template: str, context: Mapping[str, Any], status: int = 200) -> Response:
+    defaults = {"read_only": True, "runbook_base_url": None, "page": "", "bare": template == "message.html"}
+    body = env.get_template(template).render({**defaults, **context})
+    return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
+
+
+async def _overview(svc: ConsoleService) -> Mapping[str, Any]:
+    return {"o": await svc.overview()}
+
+
+async def _source(svc: ConsoleService, key: str, offset: int) -> Mapping[str, Any]:
+    entries = await svc.source_entries(key, offset, min(PAGE_SIZE, PAGE_MAX))
+    return {"source": key, "p": entries}
+
+
+async def _entry(svc: ConsoleService, source: str, entry_id: str) -> Mapping[str, Any] | None:
+    found = await svc.entry(source, entry_id)
+    return None if found is None else {"e": found}
+
+
+async def _groups(svc: ConsoleService) -> Mapping[str, Any]:
+    return {"groups": await svc.groups()}
+
+
+async def _group(svc: ConsoleService, sink: str, key: str) -> Mapping[str, Any] | None:
+    found = await svc.group(sink, key)
+    return None if found is None else {"g": found}
+
+
+async def _undeliverable(svc: ConsoleService) -> Mapping[str, Any]:
+    return {"records": await svc.undeliverable(200)}
+
+
+async def _silences(svc: ConsoleService, prefill: Mapping[str, str]) -> Mapping[str, Any]:
+    return {"silences": await svc.silences(include_expired=True), "prefill": prefill}
+
+
+async def _audit(svc: ConsoleService) -> Mapping[str, Any]:
+    return {"records": await svc.audit(200)}
