@@ -4,7 +4,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 echo "machine: $(nproc) cores, $(free -h | awk '/^Mem:/ {print $2}') RAM, $(python -V 2>&1), load $(cut -d' ' -f1-3 /proc/loadavg)"
-for bench in bench_throughput bench_latency bench_memory bench_storm bench_concurrency; do
+for bench in bench_throughput bench_latency bench_memory bench_storm bench_concurrency bench_cluster; do
     echo "== python -m bench.$bench"
     python -m "bench.$bench"
 done

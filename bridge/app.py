@@ -19,6 +19,7 @@ from bridge.console.pages import pages_router
 from bridge.console.service import ConsoleService
 from bridge.console.wiring import build_console
 from bridge.health import Status
+from bridge.redis_client import probe
 from bridge.runtime import Runtime, freeze_heap, open_runtime
 from bridge.settings import Settings
 
@@ -96,8 +97,8 @@ def _console_service(app: FastAPI) -> ConsoleService | None:
 async def _probe(runtime: Runtime) -> None:
     """Ask Redis right now, and check the claim loop still ticks."""
     try:
-        await asyncio.wait_for(runtime.redis.ping(), timeout=REDIS_PING_TIMEOUT_S)
-        runtime.health.set("redis", Status.OK)
+        problem = await asyncio.wait_for(probe(runtime.redis), timeout=REDIS_PING_TIMEOUT_S)
+        runtime.health.set("redis", Status.FAILING if problem else Status.OK, problem or "")
     except Exception as exc:  # any failure to answer means Redis is not usable
         runtime.health.set("redis", Status.FAILING, type(exc).__name__)
     if time.monotonic() - runtime.pipeline.last_tick > LOOP_STALL_S and not _redis_failing(runtime):

@@ -42,6 +42,7 @@ from bridge import keys
 from bridge.batching import Batcher
 from bridge.delivery.queue import SinkQueue, item_id, now_ms
 from bridge.models import Alert
+from bridge.replicas import ReplicaWait
 from bridge.silences import SilenceFilter
 from bridge.sources.base import Claimed
 
@@ -185,11 +186,13 @@ class HandOff:
         archive_max: int,
         queues: Mapping[str, SinkQueue],
         on_enqueued: Callable[[str], None] = lambda _sink: None,
+        replicas: ReplicaWait | None = None,
         *,
         silences: SilenceFilter | None = None,
         on_silenced: Callable[[str], None] = lambda _sink: None,
     ) -> None:
         self._redis = client
+        self._replicas = replicas or ReplicaWait(client, 0, 1.0)
         self._consumer = consumer
         self._archive_max = archive_max
         self._queues = dict(queues)
@@ -229,7 +232,8 @@ class HandOff:
         target, trim = (keys.quarantine(source), 0) if quarantine else (keys.alerted(source), self._archive_max)
         names = [keys.processing(source, self._consumer), target, outbox, keys.claims(source, claimed.digest),
                  *record.keys]
-        done = await self._script(
+        done = await self._replicas.script(
+            self._script,
             keys=[keys.encode(name) for name in names],  # byte-exact: a key name need not be UTF-8
             args=[claimed.raw, trim, parcel.id if parcel else "", parcel.encode() if parcel else "", *record.args],
         )
@@ -249,7 +253,7 @@ class HandOff:
             names += [keys.claims(source, claimed.digest), record.keys[2]]
             args += [claimed.raw, parcel.id if parcel else "", parcel.encode() if parcel else "",
                      digest, body, ms, summary_source]
-        done = await self._many_script(keys=[keys.encode(name) for name in names], args=args)
+        done = await self._replicas.script(self._many_script, [keys.encode(name) for name in names], args)
         return [bool(flag) for flag in done]
 
     async def finish_kind(self, source_name: str, raw: bytes, alert: Alert, routed_sinks: Sequence[str]) -> None:
@@ -261,8 +265,9 @@ class HandOff:
         digest = alert.dead_letter.raw_digest
         parcel, record = await self._prepare(source_name, digest, alert, routed_sinks, False)
         outbox = keys.outbox(source_name)
-        await self._kind_script(
-            keys=[keys.encode(keys.alerted(source_name)), keys.encode(outbox), *record.keys],
+        await self._replicas.script(
+            self._kind_script,
+            keys=[keys.encode(keys.alerted(source_name)), keys.encode(outbox), *map(keys.encode, record.keys)],
             args=[raw, self._archive_max, parcel.id if parcel else "", parcel.encode() if parcel else "",
                   *record.args],
         )
@@ -311,7 +316,8 @@ class HandOff:
             for sink in parcel.sinks:
                 per_sink.setdefault(sink, []).append((parcel.id, parcel.alert))
         for sink, items in per_sink.items():
-            await self._queue(sink).forward_many(items)
+            # with wait_replicas, the parcels leave the outbox only once their sink items are on replicas
+            await self._queue(sink).forward_many(items, self._replicas)
             self._on_enqueued(sink)
         for outbox, parcel in parcels:
             self._forwarded.setdefault(outbox, []).append(parcel.id)

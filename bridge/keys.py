@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import binascii
+import functools
 import re
 from dataclasses import dataclass
 
@@ -24,17 +26,58 @@ def has_hash_tag(key: str) -> bool:
     return end > start + 1
 
 
+SLOT_TAG_HEAD = "dlqb~"  # a slot tag: `{dlqb~<slot>~<n>}` (see `source_ref`)
+
+
 def source_ref(source_key: str) -> str:
-    """`{source}` so derived keys share the source's cluster slot."""
-    return source_key if has_hash_tag(source_key) else "{" + source_key + "}"
+    """A name for derived keys that Redis Cluster hashes to the source's own slot.
+
+    Redis hashes a key by its tag: the text between the first `{` and the first `}` after
+    it, when that is not empty; else by the whole key. So:
+    - a key with a tag is its own ref (`dead_letter:{carts}:eu`);
+    - a key without `}` becomes `{<key>}`: the tag is the whole key;
+    - a key holding a `}` but no tag (`dead_letter:a}b`, `dead_letter:{}x`) cannot be
+      wrapped (the tag would stop at its `}`): its ref is `{dlqb~<slot>~<n>}<key>`, a tag
+      chosen to hash to the key's slot, followed by the key itself.
+    """
+    if has_hash_tag(source_key):
+        return source_key
+    if "}" not in source_key:
+        return "{" + source_key + "}"
+    return "{" + slot_tag(key_slot(encode(source_key))) + "}" + source_key
 
 
 def source_from_ref(ref: str) -> str:
-    """Inverse of `source_ref`: strip the outer braces of an exact `{…}` ref."""
+    """Inverse of `source_ref`: strip a slot tag, or the outer braces of an exact `{…}` ref."""
+    if ref.startswith("{" + SLOT_TAG_HEAD):
+        end = ref.find("}")
+        if end > 0 and source_ref(ref[end + 1 :]) == ref:
+            return ref[end + 1 :]
     inner = ref[1:-1]
-    if ref.startswith("{") and ref.endswith("}") and source_ref(inner) == ref:
+    # `{a}b}` is also read as `a}b`: the name such keys had before slot tags existed.
+    if ref.startswith("{") and ref.endswith("}") and not has_hash_tag(inner):
         return inner
     return ref
+
+
+def key_slot(key: bytes) -> int:
+    """The Redis Cluster slot of a key name (CRC16 of its tag, or of the whole name, mod 16384)."""
+    start = key.find(b"{")
+    if start >= 0:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            key = key[start + 1 : end]
+    return binascii.crc_hqx(key, 0) % 16384
+
+
+@functools.lru_cache(maxsize=4096)
+def slot_tag(slot: int) -> str:
+    """The first `dlqb~<slot>~<n>` (n = 0, 1, …) that hashes to `slot` (about 16,384 tries)."""
+    head = f"{SLOT_TAG_HEAD}{slot}~"
+    n = 0
+    while binascii.crc_hqx(f"{head}{n}".encode(), 0) % 16384 != slot:
+        n += 1
+    return f"{head}{n}"
 
 
 def processing(source_key: str, consumer: str) -> str:
@@ -119,6 +162,11 @@ def gateway_calls(gateway_ref: str) -> str:
 def quarantine(source_key: str) -> str:
     """Entries that failed processing too often, kept unparsed (docs/design.md, section 2)."""
     return f"{PREFIX}:quarantine:{source_ref(source_key)}"
+
+
+def redrive_staging(source_key: str) -> str:
+    """Entries `redrive` is moving to a work queue in another cluster slot (list, the DLQ's slot)."""
+    return f"{PREFIX}:redrive:{source_ref(source_key)}"
 
 
 def claims(source_key: str, digest: str) -> str:

@@ -133,6 +133,12 @@ class Metrics:
             ["sink", "kind"],
             registry=r,
         )
+        self.replica_waits = Counter(
+            "dlq_bridge_replica_wait_total",
+            "WAITs for redis.wait_replicas after a hand-off or forward, by outcome (ok, timeout)",
+            ["outcome"],
+            registry=r,
+        )
         self.silenced = Counter(
             "dlq_bridge_silenced_total",
             "Alerts not handed to a sink because a console silence matched them, by sink",

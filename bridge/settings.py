@@ -131,6 +131,25 @@ class RedisSettings(_Section):
     data_dir: Path = Field(default=Path(".dlq-bridge"), description="Data folder of the embedded Redis.")
     embedded_port: int = Field(default=6390, ge=0, le=65535, description="Loopback port of the embedded Redis.")
     socket_timeout_s: float = Field(default=5.0, gt=0, description="Timeout of one Redis command.")
+    cluster: bool = Field(
+        default=False,
+        description="`url` names any node of a Redis Cluster: the cluster client everywhere, DLQ discovery "
+        "on every master (docs/design.md, section 2c).",
+    )
+    wait_replicas: int = Field(
+        default=0,
+        ge=0,
+        le=16,
+        description="After each hand-off and sink-queue forward, `WAIT` for this many replicas to have the "
+        "write, so a master failover loses no alert (0: do not wait; adds latency per entry: docs/design.md, 2c).",
+    )
+    wait_timeout_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="How long one `WAIT` for `wait_replicas` may block before the bridge carries on (logged, "
+        "counted in `dlq_bridge_replica_wait_total`).",
+    )
 
     @field_validator("consumer_id")
     @classmethod
@@ -142,12 +161,16 @@ class RedisSettings(_Section):
     @model_validator(mode="after")
     def _url_shape(self) -> RedisSettings:
         if self.url is None:
+            if self.cluster:
+                raise ValueError("redis.cluster needs redis.url, any node of the cluster")
             return self
         parts = urlsplit(self.url.get_secret_value())
         if parts.scheme not in ("redis", "rediss", "unix"):
             raise ValueError("redis.url must start with redis://, rediss:// or unix://")
         if parts.scheme != "unix":
             _check_port(parts, "redis.url")
+        if self.cluster and (parts.scheme == "unix" or parts.path.strip("/") not in ("", "0")):
+            raise ValueError("redis.cluster needs a redis:// or rediss:// url of one node, database 0")
         return self
 
 

@@ -266,3 +266,18 @@ def test_grafana_dashboard_uses_real_metrics_and_covers_the_bridge() -> None:
     for panel in dash["panels"]:
         grid = panel["gridPos"]
         assert grid["x"] + grid["w"] <= 24
+
+
+def test_the_cluster_example_forms_six_nodes_and_its_bridges_use_them() -> None:
+    compose = yaml.safe_load((ROOT / "deploy" / "redis-cluster" / "compose.yaml").read_text())
+    services = compose["services"]
+    nodes = {n: s["networks"]["cluster"]["ipv4_address"] for n, s in services.items() if n.startswith("redis-")}
+    assert len(nodes) == 6
+    create = services["cluster-init"]["command"][0]
+    assert all(f"{ip}:7000" in create for ip in nodes.values()) and "--cluster-replicas 1" in create
+    settings = load_settings(ROOT / "deploy" / "redis-cluster" / "bridge.toml", {})
+    assert settings.redis.cluster and settings.redis.wait_replicas == 1
+    assert settings.redis.url is not None and settings.redis.url.get_secret_value() == f"redis://{nodes['redis-1']}:7000"
+    bridges = [s for name, s in services.items() if name.startswith("bridge-")]
+    ids = {b["environment"]["DLQ_BRIDGE_REDIS__CONSUMER_ID"] for b in bridges}
+    assert len(bridges) == 2 and len(ids) == 2, "each replica needs its own consumer_id"

@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
+import redis.asyncio as redis
 
 from bridge.commands import kind_sources
 from bridge.commands.common import (
@@ -33,6 +34,8 @@ from bridge.commands.common import (
 )
 from bridge.commands.gateway_probe import check_openclaw
 from bridge.errors import ConfigError
+from bridge.redis_client import as_cluster
+from bridge.redis_client import probe as redis_problem
 from bridge.runbooks import RunbookCatalog
 from bridge.settings import CONFIG_ENV, Settings, SinkSettings, unknown_env_variables
 
@@ -160,13 +163,23 @@ async def check_redis(settings: Settings, probe_s: float) -> Result:
     started = time.perf_counter()
     try:
         async with open_redis(settings) as client:
-            await asyncio.wait_for(client.ping(), probe_s)
+            problem = await asyncio.wait_for(redis_problem(client), probe_s)
             info = await asyncio.wait_for(client.info("server"), probe_s)
+            masters = await _masters(client)
     except Exception as exc:  # report, never raise: the table is the answer
         return Result("redis", target, FAIL, _scrub(settings, exc))
+    if problem:
+        return Result("redis", target, FAIL, f"cluster not serving every slot: {problem}")
     took = (time.perf_counter() - started) * 1000
     version = info.get("redis_version", "?")
-    return Result("redis", target, OK, f"PONG in {took:.1f} ms, Redis {version}")
+    cluster = f", cluster of {masters} masters, state ok" if masters else ""
+    return Result("redis", target, OK, f"PONG in {took:.1f} ms, Redis {version}{cluster}")
+
+
+async def _masters(client: redis.Redis) -> int:
+    """How many masters a cluster has; 0 for one server."""
+    cluster = as_cluster(client)
+    return len(cluster.get_primaries()) if cluster is not None else 0
 
 
 def _scrub(settings: Settings, exc: BaseException) -> str:

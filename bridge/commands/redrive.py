@@ -2,9 +2,11 @@
 
 One Lua script per entry removes exactly that entry from the source list and
 pushes it (attempts reset) onto the work queue, so a crash or `kill -9` at any
-instant leaves every entry in exactly one of the two lists. Both keys are
-passed as KEYS: on Redis Cluster they must hash to one slot (give the work
-queue and its DLQ a common `{hash tag}`), or the script fails with CROSSSLOT.
+instant leaves every entry in exactly one of the two lists. On Redis Cluster,
+when the work queue lives in another slot than its DLQ (no common `{hash tag}`),
+no script may touch both: each entry then moves through a staging list in the
+DLQ's slot (`dlq_bridge:redrive:<ref>`, emptied first by the next redrive of
+that DLQ after a kill), so it is never lost, at worst pushed twice.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from bridge.commands.common import (
     resolve_source,
 )
 from bridge.envelope import normalize
+from bridge.redis_client import as_cluster
 from bridge.settings import Settings
 
 # KEYS[1] source list, KEYS[2] work queue; ARGV[1] the exact entry, ARGV[2] the bytes to push.
@@ -55,8 +58,9 @@ EPILOG = """examples:
 Oldest entries move first. Each entry is LPUSHed onto the work queue (the DLQ
 key without `dead_letter:` unless --to is given) with its attempt counter
 reset to 0 (JSON objects; other bytes move unchanged). One atomic Lua script
-per entry: a kill at any moment loses and duplicates nothing. On Redis Cluster
-the DLQ and the work queue must share a hash slot (a common {hash tag}).
+per entry: a kill at any moment loses and duplicates nothing. On Redis Cluster,
+a work queue in another slot than its DLQ is reached through a staging list
+(dlq_bridge:redrive:<ref>): a kill there may push an entry twice, never lose it.
 
 exit codes: 0 done (also when the DLQ is empty now), 1 Redis error or
 interrupted, 2 bad configuration or usage, 4 not found: neither the DLQ, its
@@ -135,6 +139,9 @@ async def _run(settings: Settings, args: argparse.Namespace, outcome: Outcome) -
         if not await client.exists(plan.dlq, keys.alerted(plan.dlq), plan.target):
             print(f"redrive: {await no_such_queue(client, plan, settings.sources.match)}", file=sys.stderr)
             return EXIT_NOT_FOUND
+        if finished := await finish_staged(client, plan):
+            print(f"redrive: pushed {plural(finished, 'entry', 'entries')} an interrupted redrive left "
+                  f"in {keys.redrive_staging(plan.dlq)} onto {plan.target}", file=sys.stderr)
         total = int(await client.llen(plan.source))
         await redrive(client, plan, outcome, progress_printer(plan, total))
     print(summary_line(plan, outcome))
@@ -233,11 +240,57 @@ def job_id(raw: bytes, dlq: str) -> str:
 
 async def _move(client: redis.Redis, plan: Plan, batch: list[bytes]) -> int:
     """Pipelined, but each entry is its own script: atomic one by one."""
+    if not same_slot(client, plan):
+        return await _move_across_slots(client, plan, batch)
     async with client.pipeline(transaction=False) as pipe:
         for raw in batch:
             pipe.eval(REDRIVE_LUA, 2, plan.source, plan.target, raw, reset_attempts(raw))
         results = await pipe.execute()
     return sum(int(r) for r in results)
+
+
+def same_slot(client: redis.Redis, plan: Plan) -> bool:
+    """One server, or a cluster where the DLQ and the work queue share a slot."""
+    if as_cluster(client) is None:
+        return True
+    return keys.key_slot(keys.encode(plan.source)) == keys.key_slot(keys.encode(plan.target))
+
+
+async def _move_across_slots(client: redis.Redis, plan: Plan, batch: list[bytes]) -> int:
+    """On a cluster, through `dlq_bridge:redrive:<ref>` in the DLQ's slot (no script may span two slots).
+
+    Per entry: one script moves it from the source to the staging list (atomic, same slot),
+    then it is pushed onto the work queue, then dropped from the staging list. A kill in
+    between leaves it in the staging list, which the next redrive of this DLQ empties first:
+    never lost; at worst pushed twice.
+    """
+    staging = keys.redrive_staging(plan.dlq)
+    async with client.pipeline(transaction=False) as pipe:
+        for raw in batch:
+            pipe.eval(REDRIVE_LUA, 2, plan.source, staging, raw, reset_attempts(raw))
+        staged = [reset_attempts(raw) for raw, r in zip(batch, await pipe.execute(), strict=True) if int(r)]
+    await _unstage(client, plan.target, staging, staged)
+    return len(staged)
+
+
+async def _unstage(client: redis.Redis, target: str, staging: str, entries: list[bytes]) -> None:
+    if not entries:
+        return
+    await client.lpush(target, *entries)
+    async with client.pipeline(transaction=False) as pipe:
+        for raw in entries:
+            pipe.lrem(staging, 1, raw)  # type: ignore[arg-type]  # redis-py takes bytes values
+        await pipe.execute()
+
+
+async def finish_staged(client: redis.Redis, plan: Plan) -> int:
+    """Push what a killed cross-slot redrive of this DLQ left in its staging list (oldest first)."""
+    if same_slot(client, plan) or plan.dry_run:
+        return 0
+    staging = keys.redrive_staging(plan.dlq)
+    left = [as_bytes(r) for r in reversed(await client.lrange(staging, 0, -1))]
+    await _unstage(client, plan.target, staging, left)
+    return len(left)
 
 
 def reset_attempts(raw: bytes) -> bytes:

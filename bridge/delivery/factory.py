@@ -20,6 +20,7 @@ from bridge.delivery.worker import Delivery, Grouper, SinkWorker
 from bridge.handoff import HandOff
 from bridge.health import Health, Status
 from bridge.metrics import Metrics
+from bridge.replicas import ReplicaWait
 from bridge.settings import (
     ConsoleSinkSettings,
     PagerDutySinkSettings,
@@ -151,8 +152,9 @@ def build_delivery(
 
     types = {r.sink.name: r.settings.type for r in dispatcher.routes}
     silences = SilenceFilter(SilenceStore(client), types)
+    replicas = ReplicaWait(client, settings.redis.wait_replicas, settings.redis.wait_timeout_s, metrics)
     handoff = HandOff(
-        client, settings.redis.consumer_id, settings.sources.archive_max, queues, nudge,
+        client, settings.redis.consumer_id, settings.sources.archive_max, queues, nudge, replicas,
         silences=silences, on_silenced=lambda sink: metrics.silenced.labels(sink).inc(),
     )
     monitor = QueueMonitor(list(queues.values()), metrics, health, settings.delivery.queue_stale_s)

@@ -38,6 +38,7 @@ from redis.asyncio.client import Pipeline
 
 from bridge import keys
 from bridge.models import Severity
+from bridge.replicas import ReplicaWait
 
 BAND = 2**42  # ms timestamps stay below this until 2109
 MAX_URGENCY = 3
@@ -280,10 +281,16 @@ class SinkQueue:
         pipe.hset(self.keys.items, item, body)
         pipe.zadd(self.keys.ready, {item: order_of(item)}, nx=True)
 
-    async def forward_many(self, items: list[tuple[str, str]]) -> None:
-        """`forward` for many (id, body) pairs in one script: one round trip, the `{<sink>}` slot only."""
-        if items:
-            await self._forward(keys=[self.keys.ready, self.keys.items], args=[x for pair in items for x in pair])
+    async def forward_many(self, items: list[tuple[str, str]], replicas: ReplicaWait | None = None) -> None:
+        """`forward` for many (id, body) pairs in one script: one round trip, the `{<sink>}` slot only;
+        with `replicas`, a WAIT follows on the same connection (`[redis] wait_replicas`)."""
+        if not items:
+            return
+        args = [x for pair in items for x in pair]
+        if replicas is None:
+            await self._forward(keys=[self.keys.ready, self.keys.items], args=args)
+        else:
+            await replicas.script(self._forward, [self.keys.ready.encode(), self.keys.items.encode()], args)
 
     async def renew(self, items: list[str]) -> None:
         """Push the lease of items still in flight forward (only those still leased)."""

@@ -1,0 +1,31 @@
+"""`[redis] wait_replicas` on one server (bridge/replicas.py)."""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+
+from bridge.metrics import Metrics
+from bridge.replicas import ReplicaWait
+
+SCRIPT = "redis.call('LPUSH', KEYS[1], ARGV[1]) return redis.call('LLEN', KEYS[1])"
+
+
+async def test_without_replicas_the_write_is_done_and_the_short_wait_counted(aredis: aioredis.Redis) -> None:
+    """A server without replicas never satisfies WAIT 1: the bridge carries on after the timeout."""
+    metrics = Metrics()
+    replicas = ReplicaWait(aredis, 1, 0.05, metrics)
+    script = aredis.register_script(SCRIPT)
+    await aredis.script_flush()  # the first call meets NOSCRIPT and loads it
+    assert await replicas.script(script, [b"l"], ["x"]) == 1
+    assert await replicas.pipeline(lambda pipe: pipe.lpush("l", "y"), ["l"]) == [2]
+    assert metrics.replica_waits.labels("timeout")._value.get() == 2
+    assert await aredis.lrange("l", 0, -1) == [b"y", b"x"]
+
+
+async def test_wait_replicas_0_sends_no_wait(aredis: aioredis.Redis) -> None:
+    metrics = Metrics()
+    replicas = ReplicaWait(aredis, 0, 5.0, metrics)
+    script = aredis.register_script(SCRIPT)
+    assert await replicas.script(script, [b"l"], ["x"]) == 1
+    assert metrics.replica_waits.labels("timeout")._value.get() == 0
+    assert metrics.replica_waits.labels("ok")._value.get() == 0
