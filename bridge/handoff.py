@@ -131,6 +131,7 @@ return 1
 STATS_TTL_S = 2 * 3600
 SWEEP_BATCH = 200
 FLUSH_DELAY_S = 0.005
+FLUSH_LINGER_ROUNDS = 50  # a flusher idle this many rounds (0.25 s) leaves
 HANDOFF_DELAY_S = 0.005  # hand-offs of one source within this window share one script call
 HANDOFF_BATCH = 32
 
@@ -208,6 +209,7 @@ class HandOff:
         self._forwarded: dict[str, list[str]] = {}
         self._to_forward: list[tuple[str, Parcel]] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._flush_lock = asyncio.Lock()
 
     @property
     def silences(self) -> SilenceFilter | None:
@@ -325,22 +327,30 @@ class HandOff:
             self._flusher = asyncio.create_task(self._flush_soon())  # the HDELs
 
     async def _flush_soon(self) -> None:
-        """Until nothing is left: parcels handed off during a flush go in the next round."""
-        while self._to_forward or self._forwarded:
+        """Flush every FLUSH_DELAY_S while hand-offs come; leave after FLUSH_LINGER_ROUNDS idle rounds
+        (parcels handed off during a flush go in the next round; a storm costs one task, not one per round)."""
+        idle = 0
+        while idle < FLUSH_LINGER_ROUNDS:
             await asyncio.sleep(FLUSH_DELAY_S)  # gather the forwards and HDELs of concurrent hand-offs
+            if not (self._to_forward or self._forwarded):
+                idle += 1
+                continue
+            idle = 0
             try:
                 await self.flush()
             except RedisError as exc:  # the parcels stay; a sweep forwards them again (harmless)
                 log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
 
     async def _settle(self) -> None:
-        """Wait for a flush under way, then flush what is left."""
-        if self._flusher is not None and not self._flusher.done():
-            await asyncio.shield(self._flusher)
+        """Flush what is left, after a flush under way (`flush` holds a lock)."""
         await self.flush()
 
     async def flush(self) -> None:
         """Forward pending parcels, then drop forwarded ones from their outboxes: one HDEL per outbox."""
+        async with self._flush_lock:
+            await self._flush_now()
+
+    async def _flush_now(self) -> None:
         pending, self._to_forward = self._to_forward, []
         if pending:
             await self._forward(pending)

@@ -1,8 +1,9 @@
 """Per-sink delivery workers: each sink drains its own queue at its own pace.
 
 A `SinkWorker` takes leased items from its `SinkQueue` (most urgent, then
-oldest first) and, per item, either delivers the alert (`group_by = "none"`)
-or adds it to the sink's `Grouper`, then acks it. For a grouped sink a second
+oldest first) and hands them to `concurrency` long-lived handler tasks (not a
+task per item), which, per item, either deliver the alert (`group_by = "none"`)
+or add it to the sink's `Grouper`, then ack it. For a grouped sink a second
 loop claims due group notifications and delivers them. A killed replica's
 leased items come back when the lease runs out; the ledger stops a second
 send (docs/design.md, section 5b).
@@ -98,7 +99,10 @@ class SinkWorker:
         self._undeliverable = undeliverable
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()  # set (with `_wake`) once `stop` is: the other pauses end
-        self._in_flight: dict[str, asyncio.Task[None]] = {}
+        self._in_flight: set[str] = set()  # ids taken and not finished (queued for a handler or handled)
+        self._items: asyncio.Queue[Taken] = asyncio.Queue()
+        self._drained = asyncio.Event()  # set whenever nothing is in flight
+        self._drained.set()
         self._notifying: set[asyncio.Task[None]] = set()
         self._to_ack: list[str] = []
         self._to_mark: list[str] = []  # ledger keys marked delivered with the next ack
@@ -125,18 +129,23 @@ class SinkWorker:
         if self._grouper is not None:
             loops.append(self._notify_loop(stop, self._grouper))
         tasks = [asyncio.create_task(loop) for loop in loops]
+        handlers = [asyncio.create_task(self._handle_items()) for _ in range(self._concurrency)]
         try:
             await asyncio.gather(*tasks)
-            await asyncio.gather(*self._in_flight.values(), *self._notifying, return_exceptions=True)
+            await self._drained.wait()
+            await asyncio.gather(*self._notifying, return_exceptions=True)
         finally:
-            await self._cancel(tasks)
+            await self._cancel([*tasks, *handlers])
 
     async def _cancel(self, loops: list[asyncio.Task[None]]) -> None:
         unfinished = list(self._in_flight)
-        pending = [*loops, *self._in_flight.values(), *self._notifying]
+        pending = [*loops, *self._notifying]
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+        self._items = asyncio.Queue()  # items no handler started go back with the others, not to a later run
+        self._in_flight.clear()
+        self._drained.set()
         with contextlib.suppress(*REDIS_ERRORS):
             await asyncio.shield(self._flush_acks())
             if unfinished:
@@ -166,14 +175,21 @@ class SinkWorker:
                 self._start(item)
 
     def _start(self, item: Taken) -> None:
-        task = asyncio.create_task(self._handle(item))
-        self._in_flight[item.id] = task
+        """Hand a taken item to the handlers: `concurrency` long-lived tasks, not a task per item."""
+        self._in_flight.add(item.id)
+        self._drained.clear()
+        self._items.put_nowait(item)
 
-        def done(_task: asyncio.Task[None]) -> None:
-            self._in_flight.pop(item.id, None)
-            self._wake.set()  # a slot is free
-
-        task.add_done_callback(done)
+    async def _handle_items(self) -> None:
+        while True:
+            item = await self._items.get()
+            try:
+                await self._handle(item)
+            finally:
+                self._in_flight.discard(item.id)
+                self._wake.set()  # a slot is free
+                if not self._in_flight:
+                    self._drained.set()
 
     async def _handle(self, item: Taken) -> None:
         if item.state == "duplicate":  # already in the ledger: the take dropped it
