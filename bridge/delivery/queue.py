@@ -68,7 +68,8 @@ end
 return #ARGV / 2
 """
 
-TAKE_LUA = _ORDER_LUA + """
+# Expired leases back to ready (their items still exist), then pop up to n: `popped`, and `out` to fill.
+_REQUEUE_AND_POP_LUA = """
 local now, until_ms, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
 for _, id in ipairs(expired) do
@@ -77,6 +78,9 @@ for _, id in ipairs(expired) do
 end
 local popped = redis.call('ZPOPMIN', KEYS[1], n)
 local out = {}
+"""
+
+TAKE_LUA = _ORDER_LUA + _REQUEUE_AND_POP_LUA + """
 for i = 1, #popped, 2 do
   local body = redis.call('HGET', KEYS[3], popped[i])
   if body and not redis.call('ZSCORE', KEYS[2], popped[i]) then
@@ -90,15 +94,7 @@ return out
 
 # ARGV: now, until, n, requeue limit, ledger prefix, token head, reservation ms.
 # Returns id, body, state, token per item; state: reserved | held | duplicate (dropped here).
-TAKE_RESERVE_LUA = _ORDER_LUA + """
-local now, until_ms, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
-for _, id in ipairs(expired) do
-  redis.call('ZREM', KEYS[2], id)
-  if redis.call('HEXISTS', KEYS[3], id) == 1 then redis.call('ZADD', KEYS[1], order(id), id) end
-end
-local popped = redis.call('ZPOPMIN', KEYS[1], n)
-local out = {}
+TAKE_RESERVE_LUA = _ORDER_LUA + _REQUEUE_AND_POP_LUA + """
 for i = 1, #popped, 2 do
   local id = popped[i]
   local body = redis.call('HGET', KEYS[3], id)
