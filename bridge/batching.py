@@ -107,3 +107,21 @@ class Batcher(Generic[K, I, R]):
         for (_, future), result in zip(batch, results, strict=True):
             if not future.done():
                 future.set_result(result)
+
+
+async def flush_while_busy(
+    has_work: Callable[[], bool], flush: Callable[[], Awaitable[None]], delay_s: float, linger_s: float = LINGER_S
+) -> None:
+    """Call `flush` every `delay_s` while `has_work()`; return once `linger_s` passed without work.
+
+    The body of a background flusher (the hand-off's forwards, the summary cache's writes): work
+    added during a flush goes in the next round, and a storm costs one task, not one per round.
+    """
+    idle, idle_rounds = 0, max(1, round(linger_s / delay_s))
+    while idle < idle_rounds:
+        await asyncio.sleep(delay_s)  # gather the work of concurrent callers
+        if not has_work():
+            idle += 1
+            continue
+        idle = 0
+        await flush()

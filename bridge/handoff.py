@@ -39,7 +39,7 @@ import redis.asyncio as redis
 from redis.exceptions import RedisError
 
 from bridge import keys
-from bridge.batching import Batcher
+from bridge.batching import Batcher, flush_while_busy
 from bridge.delivery.queue import SinkQueue, item_id, now_ms
 from bridge.models import Alert
 from bridge.replicas import ReplicaWait
@@ -131,7 +131,6 @@ return 1
 STATS_TTL_S = 2 * 3600
 SWEEP_BATCH = 200
 FLUSH_DELAY_S = 0.005
-FLUSH_LINGER_ROUNDS = 50  # a flusher idle this many rounds (0.25 s) leaves
 HANDOFF_DELAY_S = 0.005  # hand-offs of one source within this window share one script call
 HANDOFF_BATCH = 32
 
@@ -327,23 +326,13 @@ class HandOff:
             self._flusher = asyncio.create_task(self._flush_soon())  # the HDELs
 
     async def _flush_soon(self) -> None:
-        """Flush every FLUSH_DELAY_S while hand-offs come; leave after FLUSH_LINGER_ROUNDS idle rounds
-        (parcels handed off during a flush go in the next round; a storm costs one task, not one per round)."""
-        idle = 0
-        while idle < FLUSH_LINGER_ROUNDS:
-            await asyncio.sleep(FLUSH_DELAY_S)  # gather the forwards and HDELs of concurrent hand-offs
-            if not (self._to_forward or self._forwarded):
-                idle += 1
-                continue
-            idle = 0
-            try:
-                await self.flush()
-            except RedisError as exc:  # the parcels stay; a sweep forwards them again (harmless)
-                log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
+        await flush_while_busy(lambda: bool(self._to_forward or self._forwarded), self._flush_logged, FLUSH_DELAY_S)
 
-    async def _settle(self) -> None:
-        """Flush what is left, after a flush under way (`flush` holds a lock)."""
-        await self.flush()
+    async def _flush_logged(self) -> None:
+        try:
+            await self.flush()
+        except RedisError as exc:  # the parcels stay; a sweep forwards them again (harmless)
+            log.warning("hand-off forward failed (%s); the outbox sweep will repeat it", type(exc).__name__)
 
     async def flush(self) -> None:
         """Forward pending parcels, then drop forwarded ones from their outboxes: one HDEL per outbox."""
@@ -369,7 +358,7 @@ class HandOff:
 
     async def sweep(self, older_than_s: float) -> int:
         """Forward outbox parcels older than `older_than_s` (left by a crash or an error)."""
-        await self._settle()  # our own forwarded parcels are not repeated
+        await self.flush()  # after a flush under way (a lock): our own forwarded parcels are not repeated
         cutoff, moved = now_ms() - int(older_than_s * 1000), 0
         async for raw_key in self._redis.scan_iter(match=keys.OUTBOX_MATCH, count=1000, _type="hash"):
             outbox = keys.decode(raw_key)

@@ -36,7 +36,7 @@ import redis.asyncio as redis
 from redis.exceptions import RedisError
 
 from bridge import keys
-from bridge.batching import Batcher
+from bridge.batching import Batcher, flush_while_busy
 from bridge.errors import SummaryError
 from bridge.models import SummaryDraft
 from bridge.summarize.reply import validate_draft
@@ -47,7 +47,6 @@ T = TypeVar("T")
 _CACHE_ERRORS = (RedisError, OSError, TimeoutError)
 CACHE_TIMEOUT_S = 2.0  # a slow cache must not hold up a summary
 WRITE_DELAY_S = 0.005  # batched answers: gathered this long, then written in one pipeline
-WRITE_LINGER_ROUNDS = 50  # a writer idle this many rounds (0.25 s) leaves: one task per storm
 READ_DELAY_S = 0.002  # batched reads (`begin` in the service): gathered this long
 READ_BATCH = 64
 FOLLOW_POLL_S = 0.1  # how often a replica waiting on another's gateway call reads the cache
@@ -201,15 +200,7 @@ class SummaryCache:
             log.warning("summary cache write failed (%s); continuing (the lead expires)", type(exc).__name__)
 
     async def _write_soon(self) -> None:
-        """Write every WRITE_DELAY_S while answers come; leave after WRITE_LINGER_ROUNDS idle rounds."""
-        idle = 0
-        while idle < WRITE_LINGER_ROUNDS:
-            await asyncio.sleep(WRITE_DELAY_S)
-            if not (self._pending or self._idle_leads):
-                idle += 1
-                continue
-            idle = 0
-            await self.flush()
+        await flush_while_busy(lambda: bool(self._pending or self._idle_leads), self.flush, WRITE_DELAY_S)
 
     async def flush(self) -> None:
         """Write the batched answers (and drop their leads) in one pipeline; an error is logged, not raised."""
