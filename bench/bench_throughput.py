@@ -14,7 +14,7 @@ webhook receiver) run in their own process (`bench/peers.py`).
 
     python -m bench.bench_throughput [--entries 20000] [--baseline-entries 5000] [--httpx-entries 5000]
     python -m bench.bench_throughput --gateway-latency 0.02 --entries 5000 --baseline-entries 300
-    python -m bench.bench_throughput --transports "" --processes 1,2   # one, then two service processes
+    python -m bench.bench_throughput --entries 20000 --transports "" --processes 1,2 --runs 5  # 1 vs 2 services
     python -m bench.bench_throughput --entries 4000 --baseline-entries 1500 --transports aiohttp --runs 3
 
 Each bridge row is the median of `--runs` drains on fresh entries: CPU ms per entry (this
@@ -22,6 +22,13 @@ process, intake threads included), entries/s, Redis commands per entry (`INFO co
 delta; a script's own commands are listed beside its EVALSHA), round trips per entry (this
 process's redis.asyncio writes: one per command or pipeline batch) and asyncio tasks per
 entry (a task factory counter). `--detail` lists the commands and tasks.
+
+`--processes 1,2` runs the real service (`python -m bridge run`, service defaults) as one,
+then two processes, `--runs` times interleaved (1, 2, 1, 2, ...; the medians are compared,
+since a shared machine drifts). Each run waits until every process serves the DLQ, then
+times the first LPUSH to the last receipt, and reads where the machine's CPU went (bridges,
+peers, Redis, the rest, idle) over the whole drain and over its steady part (10-90% of the
+receipts), with the Redis commands per entry.
 
 Redis: $DLQ_BRIDGE_BENCH_REDIS_URL (a database it may flush), else a private server of its own.
 """
@@ -140,13 +147,13 @@ def bench_services(url: str, peers: PeersProcess, args: argparse.Namespace, proc
         def snap(posts: int) -> Snapshot:
             return Snapshot.take(time.time(), posts, pids, peers.pid, url)
 
-        first = snap(0)
+        first, commands = snap(0), commandstats(url)
         for batch in batches:
             client.lpush(source, *batch)
         ten = snap(peers.wait_posts(args.entries // 10, 600)["webhook_posts"])
         ninety = snap(peers.wait_posts(args.entries * 9 // 10, 600)["webhook_posts"])
         stats = peers.wait_posts(args.entries, 600)
-        last = snap(stats["webhook_posts"])
+        last, commands = snap(stats["webhook_posts"]), commandstats(url) - commands
     finally:
         client.close()
         for proc in procs:
@@ -156,7 +163,7 @@ def bench_services(url: str, peers: PeersProcess, args: argparse.Namespace, proc
     name = f"{processes} x `python -m bridge run`, aiohttp"
     return {"name": name, "n": stats["webhook_posts"], "seconds": stats["last_post"] - first.at,
             "cpu": whole.bridges_ms * whole.entries / 1000, "processes": processes, "whole": whole,
-            "steady": Share.between(ten, ninety), **stats}
+            "steady": Share.between(ten, ninety), "redis_commands": +commands, **stats}
 
 
 def warm_up(client: redis.Redis, source: str, ports: list[int], peers: PeersProcess) -> None:
@@ -202,6 +209,9 @@ def report_services(services: dict[int, list[dict[str, Any]]]) -> None:
             others = share.peers_ms + share.redis_ms + share.rest_ms
             ceiling = min(procs / (share.bridges_ms / procs), cores / (share.bridges_ms + others))
             print(f"    median run, {label:<6}: {share.describe()}; the cores allow at most {ceiling * 1000:,.0f}/s")
+        commands, n = median_run(runs)["redis_commands"], median_run(runs)["n"]
+        listed = ", ".join(f"{k} {v / n:.2f}" for k, v in commands.most_common() if v / n >= 0.05)
+        print(f"    median run, Redis commands/entry {sum(commands.values()) / n:.2f}: {listed}")
     if 1 in services and 2 in services:
         whole = {p: statistics.median(r["n"] / r["seconds"] for r in services[p]) for p in (1, 2)}
         steady = {p: statistics.median(r["steady"].rate for r in services[p]) for p in (1, 2)}
