@@ -119,6 +119,11 @@ class Metrics:
         self.undeliverable_depth = Gauge(
             "dlq_bridge_undeliverable_depth", "Records in dlq_bridge:undeliverable", registry=r
         )
+        self.undeliverable_trimmed = Counter(
+            "dlq_bridge_undeliverable_trimmed_total",
+            "Oldest undeliverable records trimmed at delivery.undeliverable_max",
+            registry=r,
+        )
         self.reaped = Counter(
             "dlq_bridge_reaped_entries_total",
             "Entries returned to their DLQ from processing lists (own recovery or reaper)",

@@ -408,6 +408,11 @@ class DeliverySettings(_Section):
         default=300.0, gt=0,
         description="A sink queue whose oldest alert is older shows `degraded` on /healthz.",
     )
+    undeliverable_max: int = Field(
+        default=10_000, ge=1,
+        description="Records kept in `dlq_bridge:undeliverable`; the oldest are trimmed beyond it (logged, "
+        "`dlq_bridge_undeliverable_trimmed_total`). Entries stay archived either way.",
+    )
 
 
 class HttpSettings(_Section):

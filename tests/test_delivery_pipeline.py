@@ -6,9 +6,11 @@ import asyncio
 import json
 from collections.abc import Callable
 
+import pytest
 import redis.asyncio as aioredis
 
 from bridge import keys
+from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
 from tests.conftest import envelope_entry
@@ -47,3 +49,34 @@ async def test_pipeline_delivers_to_each_routed_sink_and_reports(
     assert "dlq_bridge_undeliverable_depth 1.0" in metrics
     assert await aredis.llen(keys.alerted("dead_letter:orders")) == 1, "an undeliverable sink still finishes the entry"
     assert await aredis.llen(keys.UNDELIVERABLE) == 1
+
+
+async def test_a_sink_broken_through_a_storm_keeps_only_the_newest_undeliverable_records(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`undeliverable_max` bounds the records a dead sink leaves; every entry is still archived."""
+    hook = Receiver(default=Reply(410))
+    async with serve(hook.app) as h:
+        settings = make_settings(delivery={**FAST, "undeliverable_max": 3, "sink_concurrency": 1}, sinks=[
+            {"name": "api", "type": "webhook", "url": f"{h}/in", "secret": "x"},
+        ])
+        for i in range(8):
+            await aredis.lpush("dead_letter:orders", envelope_entry(job_id=f"o{i}"))
+        async with open_runtime(settings) as runtime:
+            await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 30)
+            metrics = runtime.metrics.render().decode()
+    assert len(hook.requests) == 8, "every job was tried"
+    records = [json.loads(raw) for raw in await aredis.lrange(keys.UNDELIVERABLE, 0, -1)]
+    delivered_last = [json.loads(r.body)["job_id"] for r in hook.requests][-3:]
+    assert [r["job_id"] for r in records] == delivered_last[::-1], "the newest 3 records are kept, newest first"
+    assert "dlq_bridge_undeliverable_trimmed_total 5.0" in metrics
+    assert "dlq_bridge_undeliverable_depth 3.0" in metrics
+    assert await aredis.llen(keys.alerted("dead_letter:orders")) == 8, "trimming drops records, never entries"
+    assert "undeliverable_max (3): 1 oldest record(s) trimmed" in caplog.text
+
+
+async def test_the_undeliverable_list_grows_without_a_cap_when_none_is_given(aredis: aioredis.Redis) -> None:
+    store = UndeliverableStore(aredis)
+    for i in range(5):
+        await store.push({"sink": "api", "job_id": f"j{i}"})
+    assert [s.record["job_id"] for s in await store.records()] == ["j4", "j3", "j2", "j1", "j0"]

@@ -98,7 +98,8 @@ def build_dispatcher(
         health.set(f"sink:{route.sink.name}", Status.OK, "ready")
     ledger = build_ledger(settings, client)
     deliverer = Deliverer(settings.delivery, ledger, metrics, health)
-    return Dispatcher(routes, deliverer, UndeliverableStore(client, metrics), metrics)
+    undeliverable = UndeliverableStore(client, metrics, settings.delivery.undeliverable_max)
+    return Dispatcher(routes, deliverer, undeliverable, metrics)
 
 
 def sink_concurrency(settings: Settings, route: Route) -> int:

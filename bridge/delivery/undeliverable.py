@@ -4,11 +4,18 @@ Each record is one JSON object, LPUSHed (newest left): the sink, what went
 wrong, the idempotency key, the rendered body (never a secret URL or key: the
 sinks leave those out of `render()`), and the whole Alert so that
 `dlq-bridge undeliverable retry` can deliver it again.
+
+The list is capped (`[delivery] undeliverable_max`): a sink broken through a storm
+would otherwise grow it by one rendered alert per job until Redis runs out of
+memory. The oldest records are trimmed, counted and logged; the entries themselves
+are archived whatever their deliveries did, so trimming drops a delivery record,
+never a dead letter.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +25,8 @@ import redis.asyncio as redis
 from bridge import keys
 from bridge.metrics import Metrics
 from bridge.models import Alert
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -59,15 +68,24 @@ class Stored:
 
 
 class UndeliverableStore:
-    """LPUSH, list and remove records; keeps the depth gauge current."""
+    """LPUSH (then trim to `keep`, when given), list and remove records; keeps the depth gauge current."""
 
-    def __init__(self, client: redis.Redis, metrics: Metrics | None = None) -> None:
+    def __init__(self, client: redis.Redis, metrics: Metrics | None = None, keep: int | None = None) -> None:
         self._redis = client
         self._metrics = metrics
+        self._keep = keep
 
     async def push(self, record: dict[str, Any]) -> None:
-        depth = await self._redis.lpush(keys.UNDELIVERABLE, json.dumps(record, ensure_ascii=False))
-        self._gauge(int(depth))
+        raw = json.dumps(record, ensure_ascii=False)
+        if self._keep is None:
+            self._gauge(int(await self._redis.lpush(keys.UNDELIVERABLE, raw)))
+            return
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.lpush(keys.UNDELIVERABLE, raw)
+            pipe.ltrim(keys.UNDELIVERABLE, 0, self._keep - 1)
+            depth, _ = await pipe.execute()
+        self._trimmed(int(depth) - self._keep)
+        self._gauge(min(int(depth), self._keep))
 
     async def depth(self) -> int:
         depth = int(await self._redis.llen(keys.UNDELIVERABLE))
@@ -85,6 +103,14 @@ class UndeliverableStore:
         removed = await self._redis.lrem(keys.UNDELIVERABLE, 1, stored.raw)
         await self.depth()
         return bool(removed)
+
+    def _trimmed(self, count: int) -> None:
+        if count <= 0:
+            return
+        log.warning("dlq_bridge:undeliverable is at delivery.undeliverable_max (%d): %d oldest record(s) "
+                    "trimmed", self._keep, count)
+        if self._metrics is not None:
+            self._metrics.undeliverable_trimmed.inc(count)
 
     def _gauge(self, depth: int) -> None:
         if self._metrics is not None:
