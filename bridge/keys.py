@@ -120,6 +120,17 @@ def sink_queue(sink: str) -> SinkQueueKeys:
     return SinkQueueKeys(ready=f"{head}:ready", leased=f"{head}:leased", items=f"{head}:items")
 
 
+SINK_QUEUE_ITEMS_MATCH = f"{PREFIX}:sinkq:{{*}}:items"
+
+
+def sink_of_queue_items(key: str) -> str | None:
+    """The sink whose queue `items` hash `key` is; None for any other key."""
+    head, tail = f"{PREFIX}:sinkq:{{", "}:items"
+    if not (key.startswith(head) and key.endswith(tail)) or len(key) <= len(head) + len(tail):
+        return None
+    return key[len(head):-len(tail)]
+
+
 def heartbeat(consumer: str) -> str:
     return f"{PREFIX}:consumer:{consumer}"
 

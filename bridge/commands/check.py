@@ -33,6 +33,7 @@ from bridge.commands.common import (
     render_table,
 )
 from bridge.commands.gateway_probe import check_openclaw
+from bridge.delivery.orphans import orphan_sink_queues
 from bridge.errors import ConfigError
 from bridge.redis_client import as_cluster
 from bridge.redis_client import probe as redis_problem
@@ -114,7 +115,21 @@ async def check_all(
         probes += [check_sink(sink, http) for sink in settings.effective_sinks()]
         results += await asyncio.gather(*probes)
     results += await check_kind_sources(settings, probe_s)
+    results += await check_orphan_sink_queues(settings, probe_s)
     return results
+
+
+async def check_orphan_sink_queues(settings: Settings, probe_s: float) -> list[Result]:
+    """A `warn` row per sink queue holding alerts for a sink no longer configured (nothing delivers them)."""
+    configured = {sink.name for sink in settings.effective_sinks()}
+    try:
+        async with open_redis(settings) as client:
+            found = await asyncio.wait_for(orphan_sink_queues(client, configured), probe_s)
+    except Exception:  # the bridge's Redis: already reported by its own row
+        return []
+    return [Result("sink queue", sink, WARN, f"{queued} alert(s) queued for a sink no longer configured: "
+                   f"configure a sink named {sink!r} again to deliver them")
+            for sink, queued in sorted(found.items())]
 
 
 async def check_kind_sources(settings: Settings, probe_s: float) -> list[Result]:

@@ -14,6 +14,7 @@ from bridge.delivery.grouping import Grouper as FleetGrouper
 from bridge.delivery.ledger import Ledger
 from bridge.delivery.limiter import Limiters
 from bridge.delivery.monitor import QueueMonitor
+from bridge.delivery.orphans import warn_of_orphan_sink_queues
 from bridge.delivery.queue import SinkQueue
 from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.delivery.worker import Delivery, Grouper, SinkWorker
@@ -159,4 +160,5 @@ def build_delivery(
         silences=silences, on_silenced=lambda sink: metrics.silenced.labels(sink).inc(),
     )
     monitor = QueueMonitor(list(queues.values()), metrics, health, settings.delivery.queue_stale_s)
-    return Delivery(list(workers.values()), handoff, monitor)
+    return Delivery(list(workers.values()), handoff, monitor,
+                    start_up_report=lambda: warn_of_orphan_sink_queues(client, set(workers)))

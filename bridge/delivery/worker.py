@@ -18,8 +18,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 from redis.exceptions import RedisError
@@ -351,10 +351,17 @@ class SinkWorker:
 class Delivery:
     """Every sink's worker, the outbox sweep and the queue monitor, run together."""
 
-    def __init__(self, workers: Sequence[SinkWorker], handoff: HandOff, monitor: QueueMonitor) -> None:
+    def __init__(
+        self,
+        workers: Sequence[SinkWorker],
+        handoff: HandOff,
+        monitor: QueueMonitor,
+        start_up_report: Callable[[], Coroutine[Any, Any, object]] | None = None,
+    ) -> None:
         self.workers = {w.name: w for w in workers}
         self.handoff = handoff
         self.monitor = monitor
+        self._start_up_report = start_up_report
 
     def nudge(self, sink: str) -> None:
         worker = self.workers.get(sink)
@@ -363,10 +370,12 @@ class Delivery:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until `stop`, then let in-flight deliveries finish (the caller bounds the wait)."""
-        upkeep = [
+        upkeep: list[asyncio.Task[object]] = [
             asyncio.create_task(every(SWEEP_EVERY_S, lambda: self.handoff.sweep(OUTBOX_GRACE_S), stop)),
             asyncio.create_task(every(MONITOR_EVERY_S, self.monitor.check, stop)),
         ]
+        if self._start_up_report is not None:
+            upkeep.append(asyncio.create_task(self._start_up_report()))
         try:
             await asyncio.gather(*(w.run(stop) for w in self.workers.values()))
         finally:

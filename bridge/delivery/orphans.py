@@ -1,0 +1,45 @@
+"""Sink queues whose sink is no longer configured (renamed or removed).
+
+Their alerts wait in Redis and nothing delivers them: no worker serves a
+queue of an unknown sink. They are found by SCAN (every master on a cluster),
+reported at start-up and by `dlq-bridge check`, and never deleted: configure a
+sink of that name again to deliver them (docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+
+import redis.asyncio as redis
+from redis.exceptions import RedisError
+
+from bridge import keys
+
+log = logging.getLogger(__name__)
+
+
+async def orphan_sink_queues(client: redis.Redis, configured: Collection[str]) -> dict[str, int]:
+    """Sink name → alerts queued, for each non-empty sink queue whose sink is not in `configured`."""
+    found: dict[str, int] = {}
+    async for raw in client.scan_iter(match=keys.SINK_QUEUE_ITEMS_MATCH, count=1000, _type="hash"):
+        sink = keys.sink_of_queue_items(raw.decode() if isinstance(raw, bytes) else raw)
+        if sink is None or sink in configured:
+            continue
+        queued = int(await client.hlen(raw))
+        if queued:
+            found[sink] = queued
+    return found
+
+
+async def warn_of_orphan_sink_queues(client: redis.Redis, configured: Collection[str]) -> dict[str, int]:
+    """Log one warning per orphan sink queue (start-up); Redis errors only skip the report."""
+    try:
+        found = await orphan_sink_queues(client, configured)
+    except (RedisError, OSError) as exc:
+        log.warning("could not look for sink queues of removed sinks (%s)", type(exc).__name__)
+        return {}
+    for sink, queued in sorted(found.items()):
+        log.warning("sink queue of %r holds %d alert(s) but no sink %r is configured: nothing delivers them "
+                    "until a sink of that name is configured again", sink, queued, sink)
+    return found
