@@ -131,6 +131,8 @@ def bench_services(url: str, peers: PeersProcess, args: argparse.Namespace, proc
     """
     source = "dead_letter:tp-services"
     toml = peers_toml(peers.url, max_concurrency=args.gateway_concurrency)
+    if args.service_concurrency:
+        toml = f"concurrency = {args.service_concurrency}\n{toml}"  # lands in service_config's [sources]
     batches = [[distinct_entry(i, "tp-services") for i in range(start, min(args.entries, start + 1000))]
                for start in range(0, args.entries, 1000)]
     procs, ports = [], []
@@ -313,6 +315,8 @@ def main() -> None:
     parser.add_argument("--processes", default="",
                         help="also run the bridge as N service processes (N consumer ids), from LPUSH to last "
                              "receipt; a list (1,2) runs each")
+    parser.add_argument("--service-concurrency", type=int, default=0,
+                        help="sources.concurrency of the service processes (0: the service default)")
     parser.add_argument("--runs", type=int, default=3,
                         help="in-process drains per transport, and runs per process count (median shown)")
     parser.add_argument("--detail", action="store_true", help="list Redis commands and tasks per entry")
