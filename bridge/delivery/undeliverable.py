@@ -28,6 +28,8 @@ from bridge.models import Alert
 
 log = logging.getLogger(__name__)
 
+TRIM_LOG_EVERY_S = 60.0
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -74,6 +76,8 @@ class UndeliverableStore:
         self._redis = client
         self._metrics = metrics
         self._keep = keep
+        self._unlogged_trims = 0
+        self._trim_logged_at = float("-inf")
 
     async def push(self, record: dict[str, Any]) -> None:
         raw = json.dumps(record, ensure_ascii=False)
@@ -105,12 +109,17 @@ class UndeliverableStore:
         return bool(removed)
 
     def _trimmed(self, count: int) -> None:
+        """Counted at once; logged at most once a minute (a storm trims once per job)."""
         if count <= 0:
             return
-        log.warning("dlq_bridge:undeliverable is at delivery.undeliverable_max (%d): %d oldest record(s) "
-                    "trimmed", self._keep, count)
         if self._metrics is not None:
             self._metrics.undeliverable_trimmed.inc(count)
+        self._unlogged_trims += count
+        now = time.monotonic()
+        if now - self._trim_logged_at >= TRIM_LOG_EVERY_S:
+            log.warning("dlq_bridge:undeliverable is at delivery.undeliverable_max (%d): %d oldest record(s) "
+                        "trimmed", self._keep, self._unlogged_trims)
+            self._unlogged_trims, self._trim_logged_at = 0, now
 
     def _gauge(self, depth: int) -> None:
         if self._metrics is not None:
