@@ -22,6 +22,8 @@ from typing import Any
 
 import redis
 
+from tests.support.bridge_process import terminate
+
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCERS = ROOT / "tests" / "producers"
 AMQP_URL = os.environ.get("DLQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
@@ -60,12 +62,7 @@ def produce_sidekiq(redis_url: str, count: int) -> None:
     try:
         _wait_for(lambda: int(client.zcard("dead")) >= before + count, 60, "Sidekiq's dead set")
     finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+        terminate(worker, timeout_s=15)
         client.close()
 
 

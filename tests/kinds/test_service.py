@@ -23,7 +23,7 @@ import redis
 from bridge import keys
 from bridge.sources.config import KindSources
 from tests.kinds import producers
-from tests.support.bridge_process import kill9, start_bridge, wait_healthz
+from tests.support.bridge_process import kill9, start_bridge, terminate, wait_healthz
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver
 from tests.support.redis_server import free_port
@@ -227,13 +227,7 @@ class KindService:
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    terminate(proc, timeout_s=30)
     assert proc.returncode in (0, -signal.SIGKILL), proc.stderr.read().decode()[-2000:] if proc.stderr else ""
 
 

@@ -58,6 +58,17 @@ def wait_healthz(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 30
     raise AssertionError(f"/healthz never answered 200 (last: {last})")
 
 
+def terminate(proc: subprocess.Popen[Any], timeout_s: float = 10.0) -> None:
+    """SIGTERM, wait up to `timeout_s`, then SIGKILL: a child process stopped whatever state it is in."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def kill9(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         os.kill(proc.pid, signal.SIGKILL)

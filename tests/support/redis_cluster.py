@@ -25,6 +25,8 @@ from pathlib import Path
 import redis
 from redis.cluster import RedisCluster
 
+from tests.support.bridge_process import terminate
+
 NODE_TIMEOUT_MS = 2000
 NODES = 6
 
@@ -125,13 +127,7 @@ class LocalCluster:
 
     def stop(self) -> None:
         for port in list(self.procs):
-            proc = self.procs.pop(port)
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            terminate(self.procs.pop(port))
         shutil.rmtree(self.root, ignore_errors=True)
 
     def info(self, port: int, section: str) -> dict[str, str]:
