@@ -69,9 +69,11 @@ async def rig(make_settings: Callable[..., Settings], token: str | None = TOKEN,
 
 
 async def test_reads_show_the_real_state(make_settings: Callable[..., Settings], aredis: aioredis.Redis) -> None:
-    await aredis.lpush("dead_letter:orders", envelope_entry(job_id="o1"), envelope_entry(job_id="o2"))
+    await aredis.lpush("dead_letter:orders", envelope_entry(job_id="o1"))
     await aredis.lpush("dead_letter:mail", envelope_entry(queue="mail", job_id="m1"))
     async with rig(make_settings) as r:
+        await r.drain()
+        await aredis.lpush("dead_letter:orders", envelope_entry(job_id="o2"))  # finished after o1, not beside it
         await r.drain()
         await aredis.lpush("dead_letter:orders", envelope_entry(job_id="o3"))  # waiting, not yet claimed
         overview = (await r.api.get("/api/v1/overview")).json()
