@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from collections import defaultdict
@@ -40,11 +41,21 @@ def config(tmp_path: Path, redis_url: str, slack_url: str, hook_url: str) -> Pat
     )
 
 
+async def feed(client: aioredis.Redis, entries: list[str], low: int = 5, chunk: int = 10) -> None:
+    """Push `entries` `chunk` at a time, whenever fewer than `low` wait in the DLQ."""
+    for start in range(0, len(entries), chunk):
+        while await client.llen(SOURCE) >= low:
+            await asyncio.sleep(0.002)
+        await client.lpush(SOURCE, *entries[start : start + chunk])
+
+
 async def test_kill9_mid_handoff_and_mid_delivery_loses_and_doubles_nothing(
     aredis: aioredis.Redis, clean_redis: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
     entries = [json.dumps({"queue": QUEUE, "job_id": f"h{i}", "last_error": f"E{i}"}) for i in range(ENTRIES)]
-    await aredis.lpush(SOURCE, *entries)
+    # Fed a few at a time: a hand-off takes well under a millisecond, so a DLQ holding all 150
+    # could be archived between two polls of a busy test loop, and no kill would land mid-drain.
+    feeder = asyncio.create_task(feed(aredis, entries))
     slack = Receiver(default=Reply(delay_s=0.01))
     hook = Receiver(script=[Reply(503) if i % 9 == 0 else Reply(delay_s=0.01) for i in range(300)])
     async with serve(slack.app) as s, serve(hook.app) as h:
@@ -58,6 +69,7 @@ async def test_kill9_mid_handoff_and_mid_delivery_loses_and_doubles_nothing(
             return await archived(aredis, SOURCE) >= ENTRIES and not await remaining(aredis, SOURCE)
 
         assert await run_until(cfg, drained) == 0
+    await feeder
     assert kills >= 3
     got = await aredis.lrange(keys.alerted(SOURCE), 0, -1)
     assert sorted(g.decode() for g in got) == sorted(entries), "every entry archived exactly once"
