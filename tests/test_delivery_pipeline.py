@@ -82,3 +82,45 @@ async def test_the_undeliverable_list_grows_without_a_cap_when_none_is_given(are
     for i in range(5):
         await store.push({"sink": "api", "job_id": f"j{i}"})
     assert [s.record["job_id"] for s in await store.records()] == ["j4", "j3", "j2", "j1", "j0"]
+
+
+async def test_burst_mode_sends_each_cause_s_group_before_it_ends(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    """`demo`/burst mode does not exit with digests still waiting out their `group_wait`."""
+    slack, pd = Receiver(), Receiver(default=Reply(202))
+    async with serve(slack.app) as s, serve(pd.app) as p:
+        grouped = {"group_by": "fingerprint", "group_wait_s": 600, "group_interval_s": 600}
+        settings = make_settings(delivery=FAST, sinks=[
+            {"name": "slack", "type": "slack", "url": f"{s}/hook", "messages_per_second": 100, **grouped},
+            {"name": "pd", "type": "pagerduty", "routing_key": "rk", "events_url": f"{p}/v2/enqueue", **grouped},
+        ])
+        timeouts = [envelope_entry(job_id=f"t{i}") for i in range(6)]
+        refused = [envelope_entry(job_id=f"r{i}", last_error="ConnectionRefusedError: db:5432") for i in range(4)]
+        await aredis.lpush("dead_letter:orders", *timeouts, *refused)
+        async with open_runtime(settings) as runtime:
+            await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 60)
+            metrics = runtime.metrics.render().decode()
+    counts = sorted(json.loads(r.body)["payload"]["custom_details"]["count"] for r in pd.requests)
+    assert counts == [4, 6], "one page per cause, each counting all of its jobs"
+    assert len(slack.requests) == 2, "one digest card per cause"
+    texts = " ".join(json.loads(r.body)["text"] for r in slack.requests)
+    assert "6 jobs failed with the same cause" in texts and "4 jobs failed with the same cause" in texts
+    assert 'dlq_bridge_notifications_total{kind="digest",sink="slack"} 2.0' in metrics
+
+
+async def test_burst_mode_ends_when_a_group_s_sink_is_down_and_keeps_the_group(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    """A failed group notification is not retried until burst mode gives up: it waits for a later run."""
+    slack = Receiver(default=Reply(404))
+    async with serve(slack.app) as s:
+        settings = make_settings(delivery=FAST, sinks=[
+            {"name": "slack", "type": "slack", "url": f"{s}/hook", "group_by": "fingerprint", "group_wait_s": 600},
+        ])
+        await aredis.lpush("dead_letter:orders", *[envelope_entry(job_id=f"t{i}") for i in range(3)])
+        async with open_runtime(settings) as runtime:
+            await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 60)
+    assert len(slack.requests) == 1, "tried once, not in a loop"
+    assert await aredis.zcard(keys.groups_due("slack")) == 1, "the group stays open for the next run"
+    assert await aredis.llen(keys.alerted("dead_letter:orders")) == 3

@@ -172,6 +172,18 @@ redis.call('ZADD', due, now + tonumber(ARGV[7]), g)
 return 1
 """
 
+# KEYS: due, group   ARGV: group key, now
+# 1 when the group has jobs no notification covered (made due now unless a claim holds it)
+_SEND_NOW = """
+local f = redis.call('HMGET', KEYS[2], 'count', 'notified', 'lease')
+if not f[1] or tonumber(f[1]) <= tonumber(f[2] or 0) then return 0 end
+if not f[3] then
+  local score = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or math.huge)
+  if score > tonumber(ARGV[2]) then redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) end
+end
+return 1
+"""
+
 # KEYS: due, group   ARGV: group key, token, lease until
 _RENEW = """
 if redis.call('HGET', KEYS[2], 'lease') ~= ARGV[2] then return 0 end
@@ -239,6 +251,7 @@ class Grouper:
         self._claim = client.register_script(_CLAIM)
         self._notified = client.register_script(_NOTIFIED)
         self._renew = client.register_script(_RENEW)
+        self._send_now = client.register_script(_SEND_NOW)
         # Webhook receivers get every job once, in pages of JOBS_PER_EVENT; people get samples.
         self._page = sink_settings.type == "webhook"
         self._max_jobs = JOBS_PER_EVENT if self._page else SAMPLES
@@ -332,6 +345,31 @@ class Grouper:
         until = repr(self._clock() + self.lease_s)
         args: list[str | int | float] = [group, notification.claim, until]
         return bool(await self._renew(keys=self._keys(group)[:2], args=args))
+
+    async def send_now(self) -> list[str]:
+        """Make every group holding jobs no notification covered due at once; returns those groups.
+
+        For the end of burst mode: nothing more is coming, so `group_wait` and
+        `group_interval` would only delay the cards (and the process would exit first).
+        """
+        now, pending = repr(self._clock()), []
+        for raw in await self._client.zrange(keys.groups_due(self.sink), 0, -1):
+            group = _text(raw)
+            if int(await self._send_now(keys=self._keys(group)[:2], args=[group, now])):
+                pending.append(group)
+        return pending
+
+    async def settled(self, groups: list[str]) -> bool:
+        """True once none of `groups` is due or claimed: each was notified, or failed and waits again."""
+        now = self._clock()
+        for group in groups:
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.zscore(keys.groups_due(self.sink), group)
+                pipe.hexists(keys.group(self.sink, group), "lease")
+                score, leased = await pipe.execute()
+            if leased or (score is not None and float(score) <= now):
+                return False
+        return True
 
     async def only_job(self, group: str, member: str) -> bool:
         """True when `member` is the only job of `group` (open, or the cause's last closed one).

@@ -60,6 +60,10 @@ class Grouper(Protocol):
 
     async def only_job(self, group: str, member: str) -> bool: ...
 
+    async def send_now(self) -> list[str]: ...
+
+    async def settled(self, groups: list[str]) -> bool: ...
+
     @property
     def lease_s(self) -> float: ...
 
@@ -114,6 +118,10 @@ class SinkWorker:
     @property
     def name(self) -> str:
         return self.route.sink.name
+
+    @property
+    def grouper(self) -> Grouper | None:
+        return self._grouper
 
     @property
     def busy(self) -> bool:
@@ -386,22 +394,41 @@ class Delivery:
             await asyncio.gather(*upkeep, return_exceptions=True)
 
     async def wait_idle(self, poll_s: float = 0.05) -> None:
-        """Until the outboxes are forwarded and every sink queue is empty with nothing in flight.
+        """Until the outboxes are forwarded, every sink queue is empty with nothing in flight,
+        and every group's unsent jobs went out in one notification (sent now, not after
+        `group_wait`: burst mode ends and nothing more is coming).
 
         Redis outages are waited out (burst mode must not end with alerts still queued).
+        A group whose notification fails is not retried here: it waits for its next
+        `group_interval` in a later run, like any failed group.
         """
-        swept = False
+        swept, grouped = False, None
         while True:
             try:
                 if not swept:
                     await self.handoff.sweep(0.0)
                     swept = True
-                if swept and not any(w.busy for w in self.workers.values()) and await self._all_empty():
-                    return
+                if not any(w.busy for w in self.workers.values()) and await self._all_empty():
+                    if grouped is None:
+                        grouped = await self._send_groups_now()
+                    elif await self._groups_settled(grouped):
+                        return
             except REDIS_ERRORS as exc:
                 log.warning("waiting for empty sink queues: Redis unavailable (%s)", type(exc).__name__)
                 await asyncio.sleep(ERROR_PAUSE_S)
             await asyncio.sleep(poll_s)
+
+    async def _send_groups_now(self) -> dict[str, list[str]]:
+        return {
+            name: await w.grouper.send_now() for name, w in self.workers.items() if w.grouper is not None
+        }
+
+    async def _groups_settled(self, grouped: dict[str, list[str]]) -> bool:
+        for name, groups in grouped.items():
+            grouper = self.workers[name].grouper
+            if groups and grouper is not None and not await grouper.settled(groups):
+                return False
+        return not any(w.busy for w in self.workers.values())
 
     async def _all_empty(self) -> bool:
         return all(s.depth == 0 for s in (await self.monitor.check()).values())
