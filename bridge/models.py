@@ -59,10 +59,11 @@ class DeadLetter(BaseModel):
 
     @property
     def idempotency_key(self) -> str:
-        """`<queue>:<job_id>`; a kind record's starts with its kind, so kinds sharing a queue name
-        never collide (docs/design.md, section 2b)."""
-        if self.source_kind:
-            return f"{self.source_kind}:{self.queue}:{self.job_id}"
+        """`<queue>:<job_id>` with the route's queue, for every kind (docs/design.md, section 2b).
+
+        Two kinds sharing a queue name and a job id share a key; the delivery ledger
+        also holds the raw digest, so neither alert suppresses the other.
+        """
         return f"{self.queue}:{self.job_id}"
 
 

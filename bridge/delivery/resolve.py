@@ -36,7 +36,7 @@ class Resolve(BaseModel):
 
     type: Literal["dlq.resolve"] = "dlq.resolve"
     dedup_key: str  # exactly what the trigger carried (`bridge.sinks.pagerduty.dedup_key(job_id)`)
-    idempotency_key: str  # the trigger's Idempotency-Key, e.g. `sidekiq:billing:<jid>`
+    idempotency_key: str  # the trigger's Idempotency-Key, e.g. `billing:<jid>`
     digest: str = ""  # the trigger's raw digest (`DeadLetter.raw_digest`)
     reason: Reason = "redriven"
     severity: Severity = Severity.ERROR  # the trigger's severity: the resolve queues in the same band

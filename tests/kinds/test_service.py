@@ -1,7 +1,7 @@
 """Each kind through the real service: the real producer dead-letters real jobs, `dlq-bridge run` alerts.
 
 Per kind (issue 12): one alert per dead job at a webhook (group_by none) with the right envelope
-fields and an Idempotency-Key `<kind>:<queue>:<job_id>`; nothing removed from owner-held stores;
+fields and an Idempotency-Key `<queue>:<job_id>`; nothing removed from owner-held stores;
 exactly once across a restart; exactly once with two replicas running at the same time.
 """
 
@@ -175,7 +175,7 @@ class KindService:
         assert self.error_text in (alert["last_error"] or "")
         assert alert["attempts"] is not None and alert["attempts"] >= 1
         assert alert["parse_error"] is None
-        assert alert["idempotency_key"] == f"{self.kind}:{self.expected_queue}:{alert['job_id']}"
+        assert alert["idempotency_key"] == f"{self.expected_queue}:{alert['job_id']}"
 
     # --- the tests ----------------------------------------------------------------------
     async def test_one_alert_per_dead_job_nothing_removed_and_once_across_a_restart(self) -> None:

@@ -1,4 +1,4 @@
-"""The kind intake: the route's queue is the record's, and Idempotency-Keys of kinds never collide."""
+"""The kind intake: the route's queue is the record's, and it keys the alert (`<queue>:<job_id>`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from bridge.pipeline import intake
 from bridge.runtime import open_runtime
 from bridge.settings import Settings, SourcesSettings
 from bridge.sources.kinds import KindRecord, Receipt
+from tests.support.http_server import serve
+from tests.support.receiver import Receiver
 
 
 def record(source_key: str, queue: str, job_id: str, **payload: object) -> KindRecord:
@@ -23,14 +25,12 @@ def record(source_key: str, queue: str, job_id: str, **payload: object) -> KindR
     return KindRecord(source_key, queue, job_id, raw, Receipt("s", "t"))
 
 
-def test_two_kinds_with_one_queue_name_and_job_id_get_different_keys() -> None:
+def test_every_kind_keys_its_alerts_queue_colon_job_id_with_the_route_s_queue() -> None:
     settings = SourcesSettings()
     sidekiq = kind_intake(record("sidekiq:dead", "default", "1"), settings)
     rq = kind_intake(record("rq:rq:failed:default", "default", "1"), settings)
-    listed = intake(json.dumps({"job_id": "1"}).encode(), "dead_letter:default", settings)
-    assert sidekiq.idempotency_key == "sidekiq:default:1"
-    assert rq.idempotency_key == "rq:default:1"
-    assert listed.idempotency_key == "default:1"
+    listed = intake(json.dumps({"job_id": "1", "queue": "elsewhere"}).encode(), "dead_letter:default", settings)
+    assert sidekiq.idempotency_key == rq.idempotency_key == listed.idempotency_key == "default:1"
 
 
 def test_the_route_queue_is_the_records_never_the_payloads() -> None:
@@ -42,16 +42,35 @@ def test_the_route_queue_is_the_records_never_the_payloads() -> None:
     assert letter.source_kind == "redis_stream"
 
 
+async def test_two_kinds_sharing_a_queue_name_and_job_id_both_alert(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    """One Idempotency-Key, two dead letters: the ledger (key + raw digest) keeps both alerts."""
+    sidekiq = FakeKind([record("sidekiq:dead", "default", "1", last_error="SidekiqError: a")], "sidekiq")
+    rq = FakeKind([record("rq:rq:failed:default", "default", "1", last_error="RQError: b")], "rq")
+    hook = Receiver()
+    async with serve(hook.app) as url:
+        sinks = [{"name": "api", "type": "webhook", "url": f"{url}/in", "secret": "s"}]
+        async with open_runtime(make_settings(sources={"match": ""}, sinks=sinks)) as runtime:
+            for source in (sidekiq, rq):
+                await KindDrain(source, runtime.pipeline).run(asyncio.Event(), burst=True)
+            await runtime.pipeline.drain_in_flight()
+            await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 30)
+    assert sorted(json.loads(r.body)["last_error"] for r in hook.requests) == ["RQError: b", "SidekiqError: a"]
+    assert {r.headers["idempotency-key"] for r in hook.requests} == {"default:1"}
+
+
 class FakeKind:
     """A consumable kind holding a few records; remembers what was acknowledged."""
 
-    def __init__(self, records: list[KindRecord]) -> None:
+    def __init__(self, records: list[KindRecord], name: str = "fake") -> None:
         self.records = list(records)
         self.acked: list[str] = []
+        self._name = name
 
     @property
     def name(self) -> str:
-        return "fake"
+        return self._name
 
     async def claim(self) -> KindRecord | None:
         return self.records.pop(0) if self.records else None
