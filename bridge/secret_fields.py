@@ -134,7 +134,9 @@ def _resolve_one(
     variable = data.get(f"{name}_env", model.model_fields[f"{name}_env"].default)
     path = data.get(f"{name}_file")
     spec = secret_spec(model.model_fields[name])
-    if f"{name}_env" not in data and spec is not None and spec.default_env_may_be_unset \
+    if f"{name}_env" not in data and path:
+        variable = None  # a file named in the config beats the default variable
+    elif f"{name}_env" not in data and spec is not None and spec.default_env_may_be_unset \
             and not _given(str(variable or ""), env):
         variable = None  # this secret's default variable may be unset: the secret is simply absent
     try:

@@ -81,6 +81,18 @@ def test_secret_from_env_file_convention(tmp_path: Path) -> None:
     assert s.sinks[0].url.get_secret_value().endswith("FROMFILE")  # type: ignore[union-attr]
 
 
+def test_a_token_file_alone_is_enough_without_the_default_variable(tmp_path: Path) -> None:
+    """`[openclaw] token_file` as docs/openclaw.md recommends: OPENCLAW_GATEWAY_TOKEN is not needed."""
+    token = tmp_path / "openclaw"
+    token.write_text("gw-token-from-file\n")
+    path = write(tmp_path, f'[openclaw]\nurl = "http://127.0.0.1:18789"\ntoken_file = "{token}"\n')
+    s = load_settings(path, {})
+    assert s.openclaw is not None and s.openclaw.token is not None
+    assert s.openclaw.token.get_secret_value() == "gw-token-from-file"
+    named = write(tmp_path, path.read_text() + 'token_env = "GW_TOKEN"\n')
+    assert load_settings(named, {"GW_TOKEN": "from-env"}).openclaw.token.get_secret_value() == "from-env"  # type: ignore[union-attr]
+
+
 def test_every_problem_is_reported_once_without_secrets(tmp_path: Path) -> None:
     path = write(
         tmp_path,
