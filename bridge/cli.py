@@ -76,15 +76,17 @@ use or cannot be bound (one line on stderr)"""
 def _demo_args(parser: argparse.ArgumentParser) -> None:
     parser.epilog = """examples:
   dlq-bridge demo                               # embedded Redis under ./.dlq-bridge
-  dlq-bridge --config bridge.toml demo          # seeds dead_letter:demo-* on your Redis, your sinks
+  dlq-bridge --config bridge.toml demo          # the same, through your sinks and gateway
 
 Seeds sample dead letters of every shape (envelope, reliable-queue, invalid UTF-8,
-secrets, a JSON array) and drains all DLQs once, printing the alert cards; exits 0."""
+secrets, a JSON array) into dead_letter:demo-* of the embedded Redis and drains
+those DLQs once, printing the alert cards; exits 0. Always the embedded Redis: a
+configured [redis] and its dead letters are never touched."""
 
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "run": ("serve /healthz and /metrics and run the pipeline until SIGTERM", _run_args),
-    "demo": ("push sample dead letters into Redis and run the pipeline once", _demo_args),
+    "demo": ("push sample dead letters into the embedded Redis and run the pipeline once", _demo_args),
     "check": ("validate config and reach Redis, gateway and sinks (sends nothing)", check.add_args),
     "peek": ("show DLQ depths, or the entries of one DLQ (read-only)", peek.add_args),
     "redrive": ("move dead or archived entries back to their work queue", redrive.add_args),
@@ -175,10 +177,10 @@ def cmd_demo(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 async def _demo(settings: Settings) -> int:
-    from bridge.demo import seed
+    from bridge.demo import demo_settings, seed
     from bridge.runtime import open_runtime
 
-    async with open_runtime(settings) as runtime:
+    async with open_runtime(demo_settings(settings)) as runtime:
         pushed = await seed(runtime.redis)
         print(f"demo: pushed {pushed} sample dead letters; draining…", file=sys.stderr)
         await runtime.pipeline.run(asyncio.Event(), burst=True)

@@ -7,6 +7,10 @@ import time
 
 import redis.asyncio as redis
 
+from bridge.settings import Settings
+
+DEMO_MATCH = "dead_letter:demo-*"
+
 
 def sample_entries() -> list[tuple[str, bytes]]:
     """(DLQ key, raw bytes) pairs: envelope, reliable-queue, garbage, secrets, array."""
@@ -37,6 +41,19 @@ def sample_entries() -> list[tuple[str, bytes]]:
         ("dead_letter:demo-imports", json.dumps(secrets).encode()),
         ("dead_letter:demo-imports", json.dumps([1, 2, 3]).encode()),
     ]
+
+
+def demo_settings(settings: Settings) -> Settings:
+    """`settings` for a demo: always the embedded Redis, only the DLQs the demo seeds, no kind sources.
+
+    Sinks and the gateway stay as configured (a demo shows what they would receive); a
+    configured Redis and its real dead letters are never touched.
+    """
+    no_kinds: dict[str, object] = {kind: [] for kind in ("sidekiq", "bullmq", "rq", "redis_stream", "rabbitmq", "sqs")}
+    embedded = {"url": None, "url_env": None, "url_file": None, "cluster": False, "wait_replicas": 0}
+    redis_settings = settings.redis.model_copy(update=embedded)
+    sources = settings.sources.model_copy(update={"match": DEMO_MATCH, **no_kinds})
+    return settings.model_copy(update={"redis": redis_settings, "sources": sources})
 
 
 async def seed(client: redis.Redis) -> int:

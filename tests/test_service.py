@@ -52,6 +52,23 @@ def test_demo_prints_a_card_for_every_sample_shape(tmp_path: Path) -> None:
     ).exists()
 
 
+def test_demo_with_a_config_never_touches_the_configured_redis(tmp_path: Path, clean_redis: redis.Redis) -> None:
+    """`--config` with a Redis URL: the demo still runs on the embedded Redis and drains only its samples."""
+    real = json.dumps({"job_id": "prod-1", "last_error": "boom"})
+    clean_redis.lpush("dead_letter:orders", real)
+    url = clean_redis.connection_pool.connection_kwargs
+    cfg = write_config(tmp_path / "bridge.toml", {"redis": {"url": f"redis://{url['host']}:{url['port']}/0"}})
+    env = {"DLQ_BRIDGE_REDIS__EMBEDDED_PORT": str(free_port())}
+    result = subprocess.run(
+        [sys.executable, "-m", "bridge", "--config", str(cfg), "demo"],
+        cwd=tmp_path, env={**_base_env(), **env}, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("dlq-bridge alert") == 5 and "prod-1" not in result.stdout
+    assert clean_redis.lrange("dead_letter:orders", 0, -1) == [real.encode()], "the real dead letter is untouched"
+    assert sorted(k.decode() for k in clean_redis.keys("*")) == ["dead_letter:orders"], "nothing written there"
+
+
 def _base_env() -> dict[str, str]:
     import os
 
