@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from datetime import UTC
 from email.utils import parsedate_to_datetime
@@ -46,7 +47,9 @@ def parse_retry_after(
     """Seconds to wait from a Retry-After header; None when absent or unreadable.
 
     Delta-seconds or an HTTP date (a date without a zone is taken as UTC), never
-    below 0 and never above `cap_s`. Sinks and the OpenClaw client share it.
+    below 0 and never above `cap_s` (`inf` for the caller to cut: sinks cut to
+    `delivery.max_retry_after_s`); "nan" is unreadable. Sinks and the OpenClaw
+    client share it.
     """
     if value is None or not value.strip():
         return None
@@ -61,4 +64,6 @@ def parse_retry_after(
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
         seconds = when.timestamp() - (time.time() if now is None else now)
+    if math.isnan(seconds):
+        return None
     return min(max(seconds, 0.0), cap_s)

@@ -103,6 +103,17 @@ def test_a_long_retry_after_is_cut_to_the_cap_not_given_up_on() -> None:
     assert wait_s(1, exc, SETTINGS, random.Random(1)) == SETTINGS.max_retry_after_s
 
 
+async def test_a_sink_s_retry_after_is_honoured_up_to_the_configured_cap_not_a_fixed_one() -> None:
+    """`max_retry_after_s = 1800`: a receiver asking for 30 minutes gets 30 minutes, not 5."""
+    patient = DeliverySettings(base_delay_s=1.0, max_delay_s=8.0, max_retry_after_s=1800.0)
+    exc = await attempt_error(httpx.Response(429, headers={"Retry-After": "1800"}))
+    assert isinstance(exc, SinkRetryable)
+    assert wait_s(1, exc, patient, random.Random(1)) == 1800.0
+    assert wait_s(1, exc, SETTINGS, random.Random(1)) == 30.0, "and still cut to a smaller cap"
+    nan = await attempt_error(httpx.Response(503, headers={"Retry-After": "nan"}))
+    assert isinstance(nan, SinkRetryable) and nan.retry_after_s is None, "unreadable: plain backoff"
+
+
 def test_full_jitter_stays_inside_the_growing_window() -> None:
     rng = random.Random(7)
     for retry, window in [(0, 1.0), (1, 2.0), (2, 4.0), (3, 8.0), (10, 8.0), (500, 8.0)]:

@@ -9,6 +9,7 @@ the sink's secrets scrubbed out.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Sequence
 from urllib.parse import quote, quote_plus, urlsplit
@@ -73,7 +74,8 @@ def check_response(
     snippet = snippet_of(response.text, secrets)
     message = f"HTTP {status}" + (f": {snippet}" if snippet else "")
     if is_retryable_status(status):
-        retry_after = parse_retry_after(response.headers.get("retry-after"))
+        # uncapped here: the retry policy and the fleet-wide hold cut it to `delivery.max_retry_after_s`
+        retry_after = parse_retry_after(response.headers.get("retry-after"), cap_s=math.inf)
         raise SinkRetryable(
             sink, message, status=status, retry_after_s=retry_after, idempotency_key=key
         )
