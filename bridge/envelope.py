@@ -249,6 +249,8 @@ def _excerpt(obj: dict[str, Any], excerpt_max: int) -> str | None:
     given = obj.get("payload_excerpt")
     if isinstance(given, str) and given:
         return clean_text(given, excerpt_max)
+    if isinstance(given, dict | list) and given:  # a producer that wrote the excerpt as JSON, not text
+        return json.dumps(prune(given, excerpt_max), ensure_ascii=False)
     for name in _PAYLOAD_FIELDS:
         if name in obj:
             value = obj[name]

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 from bridge.envelope import raw_digest
 from bridge.intake import normalize
 from bridge.models import DeadLetter
+from bridge.pipeline import intake
+from bridge.settings import SourcesSettings
 from tests.conftest import envelope_entry
 
 
@@ -28,6 +30,16 @@ def test_reliable_queue_shape_has_no_error_and_keeps_params() -> None:
     assert (dl.queue, dl.job_id, dl.job_name, dl.attempts) == ("images", "t-9", "resize", 4)
     assert dl.last_error is None
     assert dl.payload_excerpt == '{"w": 10}'
+
+
+def test_a_structured_payload_excerpt_is_kept_as_json_and_redacted() -> None:
+    raw = envelope_entry(payload_excerpt={"order": 7, "card": {"password": "hunter2"}, "items": list(range(5000))})
+    dl = normalize(raw, "dead_letter:orders")
+    assert dl.payload_excerpt is not None and dl.payload_excerpt.startswith('{"order": 7')
+    assert len(dl.payload_excerpt) < 4096, "pruned to the excerpt budget, still JSON"
+    json.loads(dl.payload_excerpt)
+    redacted = intake(raw, "dead_letter:orders", SourcesSettings())
+    assert redacted.payload_excerpt is not None and "hunter2" not in redacted.payload_excerpt
 
 
 def test_job_id_falls_back_to_the_digest() -> None:
