@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bridge.commands import check, peek, redrive, send_test, summarize, undeliverable
 from bridge.errors import ConfigError
-from bridge.exit_codes import EXIT_OK, EXIT_START, EXIT_USAGE, exit_codes_help
+from bridge.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_START, EXIT_USAGE, exit_codes_help
 from bridge.settings import Settings, load_settings, unknown_env_variables
 from bridge.untrusted import SafeFormatter
 
@@ -123,8 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        return EXIT_OK
+    except KeyboardInterrupt:  # `run` stops on SIGINT gracefully (exit 0); a one-shot command did not finish
+        print(f"{args.command}: interrupted", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:

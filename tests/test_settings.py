@@ -135,6 +135,19 @@ def test_cli_prints_one_line_per_problem_and_exits_2(tmp_path: Path, capsys: pyt
     assert "Traceback" not in "".join(err)
 
 
+def test_an_interrupted_one_shot_command_exits_1_as_documented(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bridge import cli
+
+    def interrupted(*_: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.HANDLERS, "demo", interrupted)
+    assert main(["--config", str(write(tmp_path, "")), "demo"]) == 1
+    assert capsys.readouterr().err.strip() == "demo: interrupted"
+
+
 def test_missing_config_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings(tmp_path / "nope.toml", {})
