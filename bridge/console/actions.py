@@ -29,7 +29,7 @@ from typing import Protocol
 import redis.asyncio as redis
 
 from bridge import keys
-from bridge.commands.redrive import Plan, move_batch
+from bridge.commands.redrive import Plan, finish_staged, move_batch
 from bridge.commands.undeliverable import retry_one
 from bridge.console.audit import AuditLog
 from bridge.console.entries import Record
@@ -96,10 +96,13 @@ class ConsoleActions:
         if raw is None:
             return False, "no such entry in the archive (already redriven?)"
         plan = Plan(source=keys.alerted(source), target=work, dlq=source)
+        left = await finish_staged(self._redis, plan)  # a killed cross-slot redrive of this DLQ (cluster)
         if not await move_batch(self._redis, plan, [raw]):
             return False, "the entry left the archive meanwhile"
         resolved = await self._resolve(await self._service.record(source, entry_id))
         note = f"; PagerDuty resolve queued for {resolved}" if resolved else ""
+        if left:
+            note += f"; also pushed {left} entries an interrupted redrive left in staging"
         return True, f"moved to {keys.display(work)}{note}"
 
     async def _resolve(self, record: Record | None) -> str:

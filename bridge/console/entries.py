@@ -37,6 +37,7 @@ from bridge.sources.base import entry_digest
 UNDELIVERABLE_SCAN = 2000
 FIND_CHUNK = 500
 DUPLICATE_SLACK_MS = 1000  # a mark this much before the hand-off is still this hand-off's (clock skew)
+LOOKUPS_PER_SINK = 6  # ledger mark, queued item, group member and fields (open group, then closed one)
 
 
 @dataclass(frozen=True)
@@ -120,11 +121,10 @@ class DeliveryReader:
     async def states(self, records: Sequence[Record]) -> list[list[SinkDelivery]]:
         lookups = [(rec, sink) for rec in records for sink in rec.sinks]
         async with self._redis.pipeline(transaction=False) as pipe:
-            for rec, sink in lookups:
-                self._queue_lookups(pipe, rec, sink)
+            counts = [self._queue_lookups(pipe, rec, sink) for rec, sink in lookups]
             replies = await pipe.execute() if lookups else []
         failed = await undelivered_index(self._redis) if lookups else {}
-        per_sink = iter(_chunks(replies, 6))
+        per_sink = iter(_padded_chunks(replies, counts, LOOKUPS_PER_SINK))
         out = []
         for rec in records:
             found = [self._state(rec, sink, next(per_sink), failed) for sink in rec.sinks]
@@ -133,19 +133,20 @@ class DeliveryReader:
             out.append(found + silenced)
         return out
 
-    def _queue_lookups(self, pipe: Any, rec: Record, sink: str) -> None:
+    def _queue_lookups(self, pipe: Any, rec: Record, sink: str) -> int:
+        """Queue one record's lookups for `sink` on `pipe`; returns how many (2, or 6 when grouped)."""
         alert = rec.alert
         pipe.get(keys.delivered(sink, alert.idempotency_key, alert.dead_letter.raw_digest))
         pipe.hexists(keys.sink_queue(sink).items, rec.item)
         group = self._group_of(rec, sink)
         member = alert.idempotency_key
         if group is None:
-            pipe.echo(""), pipe.echo(""), pipe.echo(""), pipe.echo("")
-            return
+            return 2
         pipe.zscore(keys.group_jobs(sink, group), member)
         pipe.hmget(keys.group(sink, group), ["notified", "previous_at"])
         pipe.zscore(keys.group_jobs(sink, group, previous=True), member)
         pipe.hmget(keys.group(sink, group, previous=True), ["notified", "previous_at"])
+        return LOOKUPS_PER_SINK
 
     def _group_of(self, rec: Record, sink: str) -> str | None:
         settings = self._sinks.get(sink)
@@ -200,8 +201,16 @@ def _group_state(base: dict[str, Any], arrival: float, fields: list[Any], closed
     return SinkDelivery(**base, state="grouped", detail="waiting for the group's next notification")
 
 
-def _chunks(items: Sequence[Any], size: int) -> list[list[Any]]:
-    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+def _padded_chunks(items: Sequence[Any], counts: Sequence[int], size: int) -> list[list[Any]]:
+    """`items` cut into runs of `counts`, each padded with None to `size`.
+
+    (No placeholder commands in the pipeline: a cluster pipeline refuses ECHO.)
+    """
+    out, start = [], 0
+    for count in counts:
+        out.append([*items[start : start + count], *([None] * (size - count))])
+        start += count
+    return out
 
 
 async def find_raw(client: redis.Redis, archive: str, entry_id: str, limit: int) -> bytes | None:

@@ -130,7 +130,9 @@ class ConsoleService:
         minute = int(self._clock()) // keys.STATS_BUCKET_S
         async with self._redis.pipeline(transaction=False) as pipe:
             for name in names:
-                pipe.llen(keys.encode(name)) if name in lists else pipe.echo("0")
+                # a kind's depth comes from its reader; the first LLEN only keeps the step (no ECHO: a
+                # cluster pipeline refuses it)
+                pipe.llen(keys.encode(name if name in lists else keys.alerted(name)))
                 pipe.llen(keys.encode(keys.alerted(name)))
                 for m in range(minute - HOUR_BUCKETS + 1, minute + 1):
                     pipe.hgetall(keys.encode(keys.handoff_stats(name, m)))
