@@ -14,6 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bridge import keys
+from bridge.delivery.hold import SharedHold
 from bridge.delivery.limiter import HEADROOM, RateLimiter, receiver_ref
 from bridge.settings import Settings
 from tests.support.http_server import serve
@@ -30,12 +31,15 @@ def max_in_any_window(times: list[float], window_s: float = 1.0) -> int:
     return max((bisect.bisect_left(ordered, t + window_s) - i for i, t in enumerate(ordered)), default=0)
 
 
-async def run_children(config: Path, sink: str, count: int, processes: int = 3) -> list[dict[str, Any]]:
-    """`processes` replicas, each delivering `count` alerts of its own to `sink` at once."""
+async def run_children(
+    config: Path, sink: str, count: int, processes: int = 3, spacing_s: float = 0.0
+) -> list[dict[str, Any]]:
+    """`processes` replicas, each delivering `count` alerts of its own to `sink` at once
+    (or one every `spacing_s`)."""
     children = [
         await asyncio.create_subprocess_exec(
             sys.executable, "-m", "tests.support.deliver_child", str(config), sink, f"p{n}", str(count),
-            cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+            str(spacing_s), cwd=ROOT, stdout=asyncio.subprocess.PIPE,
         )
         for n in range(processes)
     ]
@@ -78,6 +82,39 @@ async def test_a_429_seen_by_one_process_holds_every_process(
     limited = next(r.at for r in receiver.requests if r.status == 429)
     later = [r.at for r in receiver.requests if r.at > limited]
     assert later and min(later) - limited >= 1.9, "another replica sent during the Retry-After hold"
+
+
+async def test_a_webhook_s_429_holds_every_process_though_webhooks_are_not_paced(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis, tmp_path: Path
+) -> None:
+    """Each replica sends one alert every 0.25 s; one gets 429 Retry-After: 3. The others learn
+    of the hold within a second (`bridge/delivery/hold.py`) and send nothing more until it ends."""
+    receiver = Receiver(script=[Reply(), Reply(), Reply(429, {"Retry-After": "3"})])
+    async with serve(receiver.app) as url:
+        make_settings(sinks=[{"name": "api", "type": "webhook", "url": f"{url}/in", "secret": "s"}], delivery=FAST)
+        reports = await run_children(tmp_path / "bridge.toml", "api", 12, spacing_s=0.25)
+    assert sorted(o for r in reports for o in r["outcomes"]) == ["delivered"] * 36
+    limited = next(r.at for r in receiver.requests if r.status == 429)
+    during = [round(r.at - limited, 2) for r in receiver.requests if limited + 1.3 < r.at < limited + 2.9]
+    after = [r.at for r in receiver.requests if r.at >= limited + 2.9]
+    assert not during, f"a replica sent during the hold, {during} s after the 429"
+    assert after, "the replicas went on once the hold ended"
+
+
+async def test_an_unheld_webhook_costs_one_redis_read_a_second_not_one_per_delivery(aredis: aioredis.Redis) -> None:
+    now = [100.0]
+    hold = SharedHold(aredis, receiver_ref("webhook", "https://api.internal/x"), clock=lambda: now[0])
+
+    async def evals() -> int:
+        stats = await aredis.info("commandstats")
+        return sum(int(v["calls"]) for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
+
+    before = await evals()
+    waits = [await hold.wait() for _ in range(50)]
+    now[0] += 1.0
+    waits += [await hold.wait() for _ in range(50)]
+    assert waits == [0.0] * 100
+    assert await evals() - before == 2, "one read per refresh_s"
 
 
 async def test_the_limit_key_names_the_receiver_by_hash_never_by_secret(

@@ -61,7 +61,7 @@ def build_route(
     if isinstance(sink, WebhookSinkSettings):
         assert sink.url is not None
         hook = WebhookSink(sink.name, sink.url, sink.signing_secrets(), http, timeout)
-        return Route(sink, hook)
+        return Route(sink, hook, pacers.held(sink.name, "webhook", sink.url))
     assert isinstance(sink, ConsoleSinkSettings)
     return Route(sink, ConsoleSink(sink.name, stdout, sink.color), use_ledger=False)
 
@@ -106,7 +106,8 @@ def build_dispatcher(
 def sink_concurrency(settings: Settings, route: Route) -> int:
     """Paced sinks (slack, pagerduty) keep few in flight, so an urgent alert waits behind few."""
     delivery = settings.delivery
-    return delivery.paced_sink_concurrency if route.pacer is not None else delivery.sink_concurrency
+    paced = route.settings.type in ("slack", "pagerduty")  # a webhook's pacer only holds after a 429
+    return delivery.paced_sink_concurrency if paced else delivery.sink_concurrency
 
 
 def build_groupers(

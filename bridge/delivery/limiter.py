@@ -33,6 +33,7 @@ import redis.asyncio as redis
 from redis.exceptions import RedisError
 
 from bridge import keys
+from bridge.delivery.hold import SharedHold
 from bridge.delivery.pacing import Pacer
 from bridge.metrics import Metrics
 
@@ -139,6 +140,16 @@ class Limiters:
         limiter = self._by_ref.get(ref)
         if limiter is None:
             limiter = self._by_ref[ref] = self._build(ref, per_second)
+        return Counted(limiter, sink, self._metrics) if self._metrics is not None else limiter
+
+    def held(self, sink: str, kind: str, secret: str) -> Limiter | None:
+        """For a receiver with no rate limit: only a 429's hold, shared by the fleet (None without Redis)."""
+        if self._client is None:
+            return None
+        ref = receiver_ref(kind, secret)
+        limiter = self._by_ref.get(ref)
+        if limiter is None:
+            limiter = self._by_ref[ref] = SharedHold(self._client, ref, max_hold_s=self._max_hold_s)
         return Counted(limiter, sink, self._metrics) if self._metrics is not None else limiter
 
     def _build(self, ref: str, per_second: float) -> Limiter:

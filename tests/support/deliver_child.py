@@ -1,10 +1,11 @@
 """A separate process that delivers alerts the way a replica does (for fleet-wide tests).
 
-    python -m tests.support.deliver_child <config.toml> <sink> <job prefix> <count>
+    python -m tests.support.deliver_child <config.toml> <sink> <job prefix> <count> [<spacing s>]
 
 Builds its routes, ledger and limiter from the config exactly as the runtime
 does (its own Redis and HTTP clients), delivers `count` alerts concurrently to
-`sink`, and prints one JSON line: the outcomes and its rate-limit wait metrics.
+`sink` (or, with a spacing, one after another, starting one every `spacing`
+seconds), and prints one JSON line: the outcomes and its rate-limit wait metrics.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from bridge.settings import load_settings
 from tests.support.receiver import make_alert
 
 
-async def run(config: Path, sink: str, prefix: str, count: int) -> dict[str, object]:
+async def run(config: Path, sink: str, prefix: str, count: int, spacing_s: float = 0.0) -> dict[str, object]:
     settings = load_settings(config, {})
     assert settings.redis.url is not None
     client = aioredis.Redis.from_url(settings.redis.url.get_secret_value())
@@ -35,7 +36,13 @@ async def run(config: Path, sink: str, prefix: str, count: int) -> dict[str, obj
         routes = {r.sink.name: r for r in build_routes(settings, http, client=client, metrics=metrics)}
         deliverer = Deliverer(settings.delivery, build_ledger(settings, client), metrics, Health())
         alerts = [make_alert(job_id=f"{prefix}-{i}") for i in range(count)]
-        results = await asyncio.gather(*(deliverer.deliver(routes[sink], a) for a in alerts))
+        if spacing_s > 0:
+            results = []
+            for alert in alerts:
+                results.append(await deliverer.deliver(routes[sink], alert))
+                await asyncio.sleep(spacing_s)
+        else:
+            results = await asyncio.gather(*(deliverer.deliver(routes[sink], a) for a in alerts))
     finally:
         await http.aclose()
         await client.aclose()
@@ -50,7 +57,8 @@ async def run(config: Path, sink: str, prefix: str, count: int) -> dict[str, obj
 
 def main() -> None:
     config, sink, prefix, count = sys.argv[1:5]
-    print(json.dumps(asyncio.run(run(Path(config), sink, prefix, int(count)))), flush=True)
+    spacing = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
+    print(json.dumps(asyncio.run(run(Path(config), sink, prefix, int(count), spacing))), flush=True)
 
 
 if __name__ == "__main__":
