@@ -249,16 +249,24 @@ class GateSnapshot:
     budget_left: int | None  # None: no per-minute limit
 
 
+# KEYS: breaker hash, calls log. Read only; one script, so it also runs on a cluster (whose
+# pipelines refuse TIME) and reads the clock of the node that holds the gate.
+_READ = """
+local t = redis.call('TIME')
+local f = redis.call('HMGET', KEYS[1], 'failures', 'opened', 'paused')
+return {t[1], t[2], f[1], f[2], f[3], redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')}
+"""
+
+
 async def read_gate(client: redis.Redis, settings: OpenClawSettings) -> GateSnapshot:
     """Read the breaker hash and the calls log (Redis's clock), changing nothing."""
     ref = gateway_ref(settings.url)
-    async with client.pipeline(transaction=False) as pipe:
-        pipe.time()
-        pipe.hmget(keys.gateway_breaker(ref), ["failures", "opened", "paused"])
-        pipe.zrange(keys.gateway_calls(ref), 0, -1, withscores=True)
-        (sec, usec), (failures, opened, paused), calls = await pipe.execute()
+    script = client.register_script(_READ)
+    sec, usec, failures, opened, paused, calls = await script(
+        keys=[keys.gateway_breaker(ref), keys.gateway_calls(ref)]
+    )
     now = int(sec) * 1000 + int(usec) // 1000
-    used = sum(1 for _member, score in calls if score > now - 60_000)
+    used = sum(1 for score in calls[1::2] if float(score) > now - 60_000)
     left = max(0, settings.calls_per_minute - used) if settings.calls_per_minute > 0 else None
     paused_ms, opened_ms = int(paused or 0), int(opened or 0)
     state: Literal["closed", "open", "half_open", "paused"] = "closed"

@@ -1,5 +1,5 @@
 """The console on a Redis Cluster (tests/cluster/conftest.py): reads, the sources view with kinds,
-and redrive, whose DLQ and work queue lie in two slots."""
+the gateway gate, and redrive, whose DLQ and work queue lie in two slots."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from tests.test_console_api import (
     test_retry_and_discard_undeliverable,
 )
 from tests.test_console_service import test_every_source_with_its_kind_depth_and_archive
+from tests.test_gate_snapshot import test_the_console_reads_the_fleet_gate_as_the_replicas_left_it
 
 __all__ = [
     "test_a_silence_stops_slack_and_pagerduty_but_not_webhooks_until_it_expires",
@@ -29,6 +30,7 @@ __all__ = [
     "test_reads_show_the_real_state",
     "test_redrive_moves_the_job_back_resolves_and_is_audited",
     "test_retry_and_discard_undeliverable",
+    "test_the_console_reads_the_fleet_gate_as_the_replicas_left_it",
 ]
 
 

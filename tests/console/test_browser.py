@@ -3,12 +3,15 @@
 One bridge process serves the whole module: console on, a token, a Slack-like,
 a PagerDuty-like and a webhook receiver, a fake OpenClaw gateway, and a watched
 Sidekiq dead set (its depth stays put). Each test uses queues of its own.
-The overview and entry screenshots in docs/img/ are taken here.
+The overview and entry screenshots are taken here: into each test's tmp dir, or, to refresh
+the README's, into the folder DLQ_BRIDGE_SCREENSHOTS names
+(`DLQ_BRIDGE_SCREENSHOTS=docs/img python -m pytest tests/console/test_browser.py`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import time
@@ -31,8 +34,6 @@ from tests.support.redis_server import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))]
 
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "docs" / "img"
 TOKEN = "console-token-" + uuid.uuid4().hex
 RUNBOOKS = "https://runbooks.example.com/dlq"
 SCRIPT = "<script>alert(1)</script>"
@@ -190,7 +191,14 @@ def sidekiq_dead(client: redis.Redis, count: int) -> None:
         client.zadd("dead", {json.dumps(job): now - i})
 
 
-def test_overview_lists_sources_sinks_gateway_and_open_groups(bridge: Bridge, tab: Tab) -> None:
+def shots(tmp_path: Path) -> Path:
+    """Where screenshots go: DLQ_BRIDGE_SCREENSHOTS, else the test's own tmp dir (never the checkout)."""
+    folder = Path(os.environ.get("DLQ_BRIDGE_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def test_overview_lists_sources_sinks_gateway_and_open_groups(bridge: Bridge, tab: Tab, tmp_path: Path) -> None:
     """Runs first, on a tidy data set: its screenshot is the README's."""
     sidekiq_dead(bridge.redis, 4)
     failures = {"payments": ("charge_card", "CardDeclined: issuer unavailable", 2),
@@ -212,8 +220,7 @@ def test_overview_lists_sources_sinks_gateway_and_open_groups(bridge: Bridge, ta
     assert sinks == {"slack-ops", "pagerduty", "incidents-api", "flaky-api", "payments-digest"}
     assert "closed" in tab.page.inner_text("#gateway")
     assert wait_for(lambda: _open_group_counts(tab) == ["2"], 10), "the payments digest holds its group open"
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    tab.page.screenshot(path=str(SHOTS / "console-overview.png"), full_page=True)
+    tab.page.screenshot(path=str(shots(tmp_path) / "console-overview.png"), full_page=True)
     tab.page.click("table.groups tbody a")
     members = tab.page.locator("table.members tbody tr").all_inner_texts()
     assert sorted(m.split()[0] for m in members) == ["payments-1041", "payments-1042"]
@@ -266,7 +273,7 @@ def _source_rows(tab: Tab) -> list[dict[str, str]]:
     return rows
 
 
-def test_a_dead_letter_shows_its_summary_and_where_it_went(bridge: Bridge, tab: Tab) -> None:
+def test_a_dead_letter_shows_its_summary_and_where_it_went(bridge: Bridge, tab: Tab, tmp_path: Path) -> None:
     job = bridge.push("orders-eu", job_name="ship_order")
     bridge.wait_archived("orders-eu")
     assert wait_for(lambda: sent_to(bridge.slack, job) and sent_to(bridge.webhook, job), 20)
@@ -282,7 +289,7 @@ def test_a_dead_letter_shows_its_summary_and_where_it_went(bridge: Bridge, tab: 
     assert job in envelope and "TimeoutError: warehouse API timed out after 30s" in envelope
     assert wait_for(lambda: _states(tab, reload=True) == {"slack-ops": "delivered", "pagerduty": "delivered",
                                                           "incidents-api": "delivered"}, 15), _states(tab)
-    page.screenshot(path=str(SHOTS / "console-entry.png"), full_page=True)
+    page.screenshot(path=str(shots(tmp_path) / "console-entry.png"), full_page=True)
 
 
 def _states(tab: Tab, reload: bool = False) -> dict[str, str]:
