@@ -159,3 +159,23 @@ async def test_without_redis_the_limiter_paces_in_process() -> None:
         await dead.aclose()
     assert waits[0] < 0.05 and waits[2] > 0.05  # spaced by 1.1 / 10 s, in this process
     assert held >= 0.2
+
+
+async def test_without_redis_a_webhook_s_hold_stays_in_process(caplog: pytest.LogCaptureFixture) -> None:
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    from tests.support.redis_server import free_port
+
+    dead = aioredis.Redis(port=free_port(), socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    hold = SharedHold(dead, "webhook:down")
+    try:
+        free = await hold.wait()
+        await hold.hold(0.3)
+        held = await hold.wait()
+    finally:
+        await dead.aclose()
+    assert free == 0.0 and 0.2 <= held <= 0.3
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == ["receiver hold in Redis unavailable (ConnectionError); held in process only"], \
+        "the hold says so once; the reads before it stay quiet"

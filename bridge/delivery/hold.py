@@ -90,7 +90,8 @@ class SharedHold:
     async def _learn(self, now: float, hold_ms: int) -> None:
         try:
             left_ms = int(await self._script(keys=[self.key], args=[hold_ms]))
-        except _ERRORS as exc:
-            log.warning("receiver hold in Redis unavailable (%s); held in process only", type(exc).__name__)
+        except _ERRORS as exc:  # a read fails every refresh_s while Redis is down: only a hold says so
+            level = logging.WARNING if hold_ms else logging.DEBUG
+            log.log(level, "receiver hold in Redis unavailable (%s); held in process only", type(exc).__name__)
             return
         self._until = max(self._until, now + min(left_ms / 1000.0, self._max_hold_s))
