@@ -143,13 +143,18 @@ async def test_a_hold_is_capped_at_max_retry_after(aredis: aioredis.Redis) -> No
     assert len(slept) == 1 and 4.5 < slept[0] <= 5.0
 
 
-async def test_without_redis_the_limiter_paces_in_process() -> None:
+def unreachable_redis() -> aioredis.Redis:
+    """A client of a port nothing listens on, failing at once (no retries)."""
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
 
     from tests.support.redis_server import free_port
 
-    dead = aioredis.Redis(port=free_port(), socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    return aioredis.Redis(port=free_port(), socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+
+
+async def test_without_redis_the_limiter_paces_in_process() -> None:
+    dead = unreachable_redis()
     limiter = RateLimiter(dead, "slack:down", 10.0)
     try:
         waits = [await limiter.wait() for _ in range(3)]
@@ -162,12 +167,7 @@ async def test_without_redis_the_limiter_paces_in_process() -> None:
 
 
 async def test_without_redis_a_webhook_s_hold_stays_in_process(caplog: pytest.LogCaptureFixture) -> None:
-    from redis.asyncio.retry import Retry
-    from redis.backoff import NoBackoff
-
-    from tests.support.redis_server import free_port
-
-    dead = aioredis.Redis(port=free_port(), socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    dead = unreachable_redis()
     hold = SharedHold(dead, "webhook:down")
     try:
         free = await hold.wait()
