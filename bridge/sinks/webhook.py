@@ -2,6 +2,8 @@
 
 Headers: `Idempotency-Key: <queue>:<job_id>`, `X-Signature: sha256=<hex>`,
 and Standard Webhooks `webhook-id` / `webhook-timestamp` / `webhook-signature`.
+With `format = "cloudevents"` the same body is the `data` of a CloudEvent
+(`bridge.sinks.cloudevents`), signed the same way over the bytes sent.
 The body and `webhook-id` are the same on every retry and every replay of one
 entry; only the timestamp and its signature are computed per attempt.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -17,12 +20,20 @@ import httpx
 
 from bridge.models import Alert, Notification
 from bridge.signing import message_id, sign_headers
-from bridge.sinks import digest
+from bridge.sinks import cloudevents, digest
 from bridge.sinks.http_errors import post
 
 EVENT_TYPE = "dlq.alert"
 GROUP_EVENT_TYPE = "dlq.alert_group"
 _HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+
+
+@dataclass(frozen=True)
+class CloudFraming:
+    """`format = "cloudevents"`: the event's `source` and the HTTP binding mode."""
+
+    source: str
+    mode: cloudevents.Mode = "structured"
 
 
 def header_key(idempotency_key: str) -> str:
@@ -107,7 +118,7 @@ def render_group_body(n: Notification) -> dict[str, Any]:
 
 
 class WebhookSink:
-    """POSTs the signed body to one internal URL."""
+    """POSTs the signed body to one internal URL (as a CloudEvent when `cloud` is given)."""
 
     type = "webhook"
 
@@ -118,46 +129,62 @@ class WebhookSink:
         secrets: Sequence[str],
         http: httpx.AsyncClient,
         timeout_s: float = 10.0,
+        cloud: CloudFraming | None = None,
     ) -> None:
         self.name = name
         self._url = url
         self._secrets = list(secrets)
         self._http = http
         self._timeout_s = timeout_s
+        self._cloud = cloud
 
     def render(self, alert: Alert) -> dict[str, Any]:
         return render_body(alert)
 
-    def request_headers(self, alert: Alert, body: bytes) -> dict[str, str]:
+    def alert_bytes(self, alert: Alert) -> tuple[bytes, dict[str, str]]:
+        """The exact body and its content headers."""
+        body = self.render(alert)
+        if self._cloud is None:
+            return encode(body), {"Content-Type": "application/json"}
+        return cloudevents.frame(cloudevents.alert_event(alert, body, self._cloud.source), self._cloud.mode)
+
+    def request_headers(self, alert: Alert, body: bytes, content: dict[str, str]) -> dict[str, str]:
         msg_id = message_id(alert.idempotency_key, alert.dead_letter.raw_digest)
         return {
-            "Content-Type": "application/json",
+            **content,
             "Idempotency-Key": header_key(alert.idempotency_key),
             **sign_headers(self._secrets, msg_id, body),
         }
 
     async def send(self, alert: Alert) -> None:
-        body = encode(self.render(alert))
+        body, content = self.alert_bytes(alert)
         await post(
             self._http, self.name, alert.idempotency_key, self._url,
-            content=body, headers=self.request_headers(alert, body),
+            content=body, headers=self.request_headers(alert, body, content),
             timeout_s=self._timeout_s, secrets=self._secrets,
         )
 
     def render_group(self, notification: Notification) -> dict[str, Any]:
         return render_group_body(notification)
 
-    def group_headers(self, notification: Notification, body: bytes) -> dict[str, str]:
+    def group_bytes(self, notification: Notification) -> tuple[bytes, dict[str, str]]:
+        body = self.render_group(notification)
+        if self._cloud is None:
+            return encode(body), {"Content-Type": "application/json"}
+        event = cloudevents.group_event(notification, body, self._cloud.source)
+        return cloudevents.frame(event, self._cloud.mode)
+
+    def group_headers(self, notification: Notification, body: bytes, content: dict[str, str]) -> dict[str, str]:
         return {
-            "Content-Type": "application/json",
+            **content,
             "Idempotency-Key": header_key(notification.ledger_key),
             **sign_headers(self._secrets, group_message_id(notification), body),
         }
 
     async def send_group(self, notification: Notification) -> None:
-        body = encode(self.render_group(notification))
+        body, content = self.group_bytes(notification)
         await post(
             self._http, self.name, notification.ledger_key, self._url,
-            content=body, headers=self.group_headers(notification, body),
+            content=body, headers=self.group_headers(notification, body, content),
             timeout_s=self._timeout_s, secrets=self._secrets,
         )
