@@ -1,0 +1,134 @@
+"""The Alertmanager sink against a real Alertmanager, whose receiver is a webhook of the test's own."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from bridge.delivery.resolve import Resolve
+from bridge.errors import SinkPermanent
+from bridge.sinks.alertmanager import AlertmanagerSink, matcher
+from bridge.sinks.pagerduty import dedup_key
+from tests.support.alertmanager import alertmanager
+from tests.support.http_server import serve
+from tests.support.receiver import Receiver, make_alert
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Peer:
+    am: str  # Alertmanager's base URL
+    hook: Receiver  # what Alertmanager notified
+    http: httpx.AsyncClient
+    sink: AlertmanagerSink
+
+    def notifications(self) -> list[dict[str, Any]]:
+        return [json.loads(r.body) for r in self.hook.requests]
+
+    def alerts(self, status: str = "firing") -> list[dict[str, Any]]:
+        return [a for n in self.notifications() for a in n["alerts"] if a["status"] == status]
+
+    async def until(self, done: Callable[[], bool], timeout_s: float = 15.0) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while not done():
+            assert asyncio.get_running_loop().time() < deadline, f"timed out; got {self.notifications()}"
+            await asyncio.sleep(0.1)
+
+
+@pytest.fixture
+async def peer(tmp_path: Path) -> AsyncIterator[Peer]:
+    hook = Receiver()
+    async with serve(hook.app) as base, httpx.AsyncClient() as http:
+        with alertmanager(tmp_path, f"{base}/am") as am:
+            yield Peer(am, hook, http, AlertmanagerSink("am", am, http, timeout_s=5.0))
+
+
+async def test_an_alert_arrives_at_the_receiver_with_our_labels(peer: Peer) -> None:
+    alert = make_alert(job_id="job-1", runbook_url="https://runbooks.example/timeouts", fingerprint="fp1")
+    await peer.sink.send(alert)
+    await peer.until(lambda: bool(peer.alerts()))
+    [got] = peer.alerts()
+    assert got["labels"] == {
+        "alertname": "DeadLetter", "queue": "orders", "job_name": "ship_order", "severity": "error",
+        "source": "dead_letter:orders", "fingerprint": "fp1", "job_id": "job-1",
+    }
+    notes = got["annotations"]
+    assert notes["summary"] == "ship_order failed on orders (queue orders, job job-1)"
+    assert "The warehouse API timed out." in notes["description"] and "Redrive the job" in notes["description"]
+    assert notes["runbook_url"] == "https://runbooks.example/timeouts"
+    assert got["startsAt"].startswith("2026-11-30T00:00:00")  # the job's first_failed_at
+    [held] = (await peer.http.get(f"{peer.am}/api/v2/alerts")).json()  # a webhook shows no endsAt while firing
+    ends = datetime.fromisoformat(held["endsAt"].replace("Z", "+00:00"))
+    assert ends > datetime.now(UTC) + timedelta(hours=23)  # resolve_after_s: a day by default
+
+
+async def test_alertmanager_grouping_collapses_a_storm_into_few_notifications(peer: Peer) -> None:
+    storm = [make_alert(queue="orders", job_id=f"job-{i}", fingerprint="same-cause") for i in range(60)]
+    await asyncio.gather(*(peer.sink.send(a) for a in storm))
+    await peer.until(lambda: len({a["labels"]["job_id"] for a in peer.alerts()}) == 60)
+    notifications = peer.notifications()
+    assert len(notifications) <= 3, [len(n["alerts"]) for n in notifications]  # 60 alerts, one group
+    assert {n["groupLabels"]["fingerprint"] for n in notifications} == {"same-cause"}
+
+
+async def test_a_redrive_resolves_the_alert(peer: Peer) -> None:
+    alert = make_alert(queue="orders", job_id="job-9")
+    other = make_alert(queue="orders", job_id="job-10")
+    await peer.sink.send(alert)
+    await peer.sink.send(other)
+    await peer.until(lambda: len(peer.alerts()) >= 2)
+    dl = alert.dead_letter
+    await peer.sink.send_resolve(Resolve(
+        dedup_key=dedup_key(dl.job_id), idempotency_key=dl.idempotency_key, digest=dl.raw_digest,
+        fingerprint=dl.fingerprint, queue=dl.queue,
+    ))
+    await peer.until(lambda: bool(peer.alerts("resolved")))
+    [gone] = peer.alerts("resolved")
+    assert gone["labels"]["job_id"] == "job-9"  # only the redriven job
+    held = (await peer.http.get(f"{peer.am}/api/v2/alerts", params={"filter": matcher("queue", "orders")})).json()
+    assert [a["labels"]["job_id"] for a in held] == ["job-10"]
+
+
+async def test_a_resolve_of_an_alert_alertmanager_never_had_sends_nothing(peer: Peer) -> None:
+    await peer.sink.send_resolve(Resolve(dedup_key="never-alerted", idempotency_key="orders:never-alerted"))
+    assert (await peer.http.get(f"{peer.am}/api/v2/alerts")).json() == []
+
+
+async def test_an_alertmanager_silence_holds_the_alert_back(peer: Peer) -> None:
+    now = datetime.now(UTC)
+    silence = {
+        "matchers": [{"name": "queue", "value": "billing", "isRegex": False, "isEqual": True}],
+        "startsAt": now.isoformat(), "endsAt": (now + timedelta(hours=1)).isoformat(),
+        "createdBy": "test", "comment": "billing maintenance",
+    }
+    created = await peer.http.post(f"{peer.am}/api/v2/silences", json=silence)
+    silence_id = created.json()["silenceID"]
+    await peer.sink.send(make_alert(queue="billing", job_id="b-1"))
+    await peer.sink.send(make_alert(queue="orders", job_id="o-1"))
+    await peer.until(lambda: any(a["labels"]["queue"] == "orders" for a in peer.alerts()))
+    await asyncio.sleep(2.5)  # two more group intervals: a billing notification would have gone out
+    assert all(a["labels"]["queue"] != "billing" for a in peer.alerts())
+    [held] = (await peer.http.get(f"{peer.am}/api/v2/alerts", params={"filter": matcher("queue", "billing")})).json()
+    assert held["status"]["state"] == "suppressed" and held["status"]["silencedBy"] == [silence_id]
+
+
+async def test_a_rejected_alert_is_permanent_and_names_no_secret(tmp_path: Path) -> None:
+    token = SecretStr("am-bearer-token-0123456789")
+    hook = Receiver()
+    async with serve(hook.app) as base, httpx.AsyncClient() as http:
+        with alertmanager(tmp_path, f"{base}/am") as am:
+            sink = AlertmanagerSink("am", am, http, bearer_token=token, active_s=-60.0)  # ends before it starts
+            with pytest.raises(SinkPermanent) as caught:
+                await sink.send(make_alert(first_failed_at="not a time"))
+    assert caught.value.status == 400
+    assert token.get_secret_value() not in str(caught.value) + caught.value.detail
