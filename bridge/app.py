@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
-from bridge.console.api import Console, TokenCheck, build_api
+from bridge.console.api import TokenCheck, build_api, running_console
 from bridge.console.pages import pages_router
 from bridge.console.service import ConsoleService
 from bridge.console.wiring import build_console
@@ -90,7 +90,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
 
 def _console_service(app: FastAPI) -> ConsoleService | None:
     """The running console's read side for the pages; None while the bridge starts."""
-    console: Console | None = getattr(app.state, "console", None)
+    console = running_console(app)
     return console.service if console is not None else None
 
 

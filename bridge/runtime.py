@@ -13,7 +13,7 @@ import httpx
 import redis.asyncio as redis
 
 from bridge.delivery.dispatcher import Dispatcher
-from bridge.delivery.factory import build_delivery, build_dispatcher, build_groupers
+from bridge.delivery.factory import build_delivery, build_dispatcher, build_groupers, settings_concurrency
 from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.delivery.worker import Delivery
 from bridge.embedded import EmbeddedRedis
@@ -67,11 +67,7 @@ def mask_redis_url(url: str) -> str:
 
 def redis_pool_size(settings: Settings) -> int:
     """Room for every pipeline worker and every sink delivery in flight at once, plus the loops."""
-    delivery = settings.delivery
-    per_sink = [
-        delivery.paced_sink_concurrency if s.type in ("slack", "pagerduty") else delivery.sink_concurrency
-        for s in settings.effective_sinks()
-    ]
+    per_sink = [settings_concurrency(settings, s) for s in settings.effective_sinks()]
     return settings.sources.concurrency * 2 + sum(per_sink) + 32
 
 

@@ -27,6 +27,7 @@ from pydantic_core import PydanticUndefined
 
 from bridge.secret_fields import secret_spec
 from bridge.settings import Settings
+from bridge.sinks.registry import SINKS
 
 START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 DEFAULT_OVERRIDES = {"redis.consumer_id": "the host name (pod name in Kubernetes)"}
@@ -76,9 +77,7 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 
 
 def _sink_models() -> list[type[BaseModel]]:
-    item = get_args(Settings.model_fields["sinks"].annotation)[0]
-    union = get_args(item)[0] if get_origin(item) is typing.Annotated else item
-    return [m for m in get_args(union) if isinstance(m, type) and issubclass(m, BaseModel)]
+    return [plugin.settings for plugin in SINKS]
 
 
 def _row(section: str, prefix: str, key: str, field: FieldInfo) -> str:

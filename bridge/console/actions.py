@@ -39,6 +39,7 @@ from bridge.delivery.deliver import Deliverer, Route
 from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.silences import Silence, SilenceFilter, SilenceStore, new_id
 from bridge.sinks.pagerduty import dedup_key
+from bridge.sinks.registry import SINKS
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,8 @@ class ConsoleActions:
     async def _resolve(self, record: Record | None) -> str:
         if record is None:
             return ""
-        types = {s.name: s.type for s in self._service.sinks}
-        sinks = [s for s in record.sinks if types.get(s) == "pagerduty"]
+        resolving = {s.name for s in self._service.sinks if SINKS.of(s).resolves(s)}
+        sinks = [s for s in record.sinks if s in resolving]
         for sink in sinks:
             try:
                 await self._resolver(self._redis, sink, record)

@@ -60,6 +60,7 @@ from bridge import keys
 from bridge.metrics import Metrics
 from bridge.models import Alert, GroupJob, Notification, NotificationKind, Severity
 from bridge.settings import SinkSettings
+from bridge.sinks.registry import SINKS
 
 log = logging.getLogger(__name__)
 
@@ -252,8 +253,8 @@ class Grouper:
         self._notified = client.register_script(_NOTIFIED)
         self._renew = client.register_script(_RENEW)
         self._send_now = client.register_script(_SEND_NOW)
-        # Webhook receivers get every job once, in pages of JOBS_PER_EVENT; people get samples.
-        self._page = sink_settings.type == "webhook"
+        # Machine receivers (webhooks) get every job once, in pages of JOBS_PER_EVENT; people get samples.
+        self._page = SINKS.of(sink_settings).every_job
         self._max_jobs = JOBS_PER_EVENT if self._page else SAMPLES
 
     def key_for(self, alert: Alert) -> str:

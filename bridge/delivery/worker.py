@@ -33,7 +33,7 @@ from bridge.delivery.resolve import Resolve, ledger_key, parse_resolve
 from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.handoff import HandOff
 from bridge.models import Alert, Notification
-from bridge.settings import PagerDutySinkSettings
+from bridge.sinks.registry import SINKS
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +253,7 @@ class SinkWorker:
     async def _resolves(self, resolve: Resolve) -> bool:
         """Whether this sink sends `resolve`: a grouped sink only for a group of that one job."""
         settings = self.route.settings
-        if not isinstance(settings, PagerDutySinkSettings) or not settings.resolve_on_retry:
+        if not SINKS.of(settings).resolves(settings):
             return False
         if self._grouper is None or settings.group_by == "none":
             return True

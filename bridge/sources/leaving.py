@@ -23,10 +23,10 @@ from typing import Protocol, cast
 import redis.asyncio as aioredis
 
 from bridge.delivery.deliver import Route
-from bridge.delivery.resolve import Reason, Resolve
 from bridge.models import Alert
-from bridge.settings import PagerDutySinkSettings
+from bridge.resolves import Reason, Resolve
 from bridge.sinks.pagerduty import dedup_key
+from bridge.sinks.registry import SINKS
 from bridge.sources.cursor import Position
 
 
@@ -48,9 +48,7 @@ class LeaveNote:
 
 def leave_note(alert: Alert, routes: Sequence[Route]) -> LeaveNote | None:
     """The note for an alert routed to `routes`; None when no routed sink resolves (nothing is held)."""
-    sinks = tuple(
-        r.sink.name for r in routes if isinstance(r.settings, PagerDutySinkSettings) and r.settings.resolve_on_retry
-    )
+    sinks = tuple(r.sink.name for r in routes if SINKS.of(r.settings).resolves(r.settings))
     if not sinks or alert.is_test:
         return None
     dl = alert.dead_letter
