@@ -18,6 +18,7 @@ from bridge.delivery.resolve import Resolve
 from bridge.errors import SinkPermanent
 from bridge.sinks.alertmanager import AlertmanagerSink, matcher
 from bridge.sinks.pagerduty import dedup_key
+from tests.sink_contract import SinkContract
 from tests.support.alertmanager import alertmanager
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, make_alert
@@ -132,3 +133,34 @@ async def test_a_rejected_alert_is_permanent_and_names_no_secret(tmp_path: Path)
                 await sink.send(make_alert(first_failed_at="not a time"))
     assert caught.value.status == 400
     assert token.get_secret_value() not in str(caught.value) + caught.value.detail
+
+
+class AlertmanagerPeer:
+    """The real Alertmanager; what it took is what its API v2 holds."""
+
+    scripted_failures = False
+    token = "am-bearer-token-contract-0001"
+
+    def __init__(self, am: str, http: httpx.AsyncClient) -> None:
+        self.am, self.http = am, http
+        self.secrets = [self.token]
+
+    def table(self, **extra: Any) -> dict[str, Any]:
+        return {"name": "am", "type": "alertmanager", "url": self.am, "bearer_token": self.token, **extra}
+
+    async def received(self) -> list[str]:
+        return [json.dumps(a) for a in (await self.http.get(f"{self.am}/api/v2/alerts")).json()]
+
+    def fail_next(self, failure: str) -> None:
+        raise NotImplementedError
+
+
+class TestAlertmanagerContract(SinkContract):
+    type_name = "alertmanager"
+
+    @pytest.fixture
+    async def peer(self, tmp_path: Path) -> AsyncIterator[AlertmanagerPeer]:
+        hook = Receiver()
+        async with serve(hook.app) as base, httpx.AsyncClient() as http:
+            with alertmanager(tmp_path, f"{base}/am") as am:
+                yield AlertmanagerPeer(am, http)

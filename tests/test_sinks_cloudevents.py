@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import httpx
 import pytest
+import redis.asyncio as aioredis
 from standardwebhooks import Webhook
 
 from bridge.errors import SinkRetryable
 from bridge.models import Notification
+from bridge.settings import Settings
 from bridge.sinks.webhook import CloudFraming, WebhookSink
+from tests.sink_contract import SinkContract
 from tests.support.http_server import serve
 from tests.support.receiver import Received, Receiver, Reply, make_alert
 
@@ -111,3 +116,43 @@ async def test_a_job_without_a_timestamp_has_no_time_rather_than_a_made_up_one()
     request = receiver.requests[0]
     assert "time" not in json.loads(request.body)  # optional in CloudEvents 1.0: left out, not invented
     assert parse(request).get_id() == "orders:job-1"
+
+
+class CloudEventsPeer:
+    """A local event receiver; every request it took is parsed by the official SDK first."""
+
+    scripted_failures = True
+
+    def __init__(self, receiver: Receiver, base: str) -> None:
+        self.receiver, self.base = receiver, base
+        self.secrets = [WHSEC]
+
+    def table(self, **extra: Any) -> dict[str, Any]:
+        return {"name": "bus", "type": "webhook", "format": "cloudevents", "url": f"{self.base}/events",
+                "secret": WHSEC, **extra}
+
+    async def received(self) -> list[str]:
+        taken = [r for r in self.receiver.requests if r.status < 300]
+        return [json.dumps(parse(r).get_data()) for r in taken]
+
+    def fail_next(self, failure: str) -> None:
+        self.receiver.script.append(Reply(503) if failure == "retryable" else Reply(410, body="gone"))
+
+
+class TestCloudEventsWebhookContract(SinkContract):
+    type_name = "webhook"
+
+    @pytest.fixture
+    async def peer(self) -> AsyncIterator[CloudEventsPeer]:
+        receiver = Receiver()
+        async with serve(receiver.app) as base:
+            yield CloudEventsPeer(receiver, base)
+
+    async def test_the_runtime_sends_cloudevents_whose_source_names_the_consumer(
+        self, peer: CloudEventsPeer, make_settings: Callable[..., Settings], aredis: aioredis.Redis
+    ) -> None:
+        await self.deliver(self.settings_for(make_settings, peer), aredis, "ce-1")
+        [request] = peer.receiver.requests
+        event = parse(request)
+        assert event.get_source() == "dlq-bridge/test-1" and event.get_id() == "orders:ce-1"
+        Webhook(WHSEC).verify(request.body, request.headers)

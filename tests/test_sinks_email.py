@@ -11,6 +11,7 @@ import pytest
 from bridge.errors import SinkPermanent, SinkRetryable
 from bridge.models import Notification
 from bridge.sinks.mail import EmailSink, EmailSinkSettings
+from tests.sink_contract import SinkContract
 from tests.support.receiver import make_alert
 from tests.support.smtp_server import Mailbox, smtp_server
 
@@ -127,3 +128,32 @@ async def test_implicit_tls_to_a_starttls_port_fails_retryably_rather_than_in_cl
 async def test_probe_logs_in_and_sends_nothing(box: Mailbox) -> None:
     banner = await sink_for(box).probe()
     assert banner and box.logins and box.messages == []
+
+
+class MailPeer:
+    """The real aiosmtpd server; a scripted DATA reply makes it refuse."""
+
+    scripted_failures = True
+
+    def __init__(self, box: Mailbox) -> None:
+        self.box = box
+        self.secrets = [box.password]
+
+    def table(self, **extra: Any) -> dict[str, Any]:
+        return {"name": "oncall-mail", "type": "email", "host": "127.0.0.1", "port": self.box.port,
+                "ca_file": str(self.box.ca_file), "username": self.box.user, "password": self.box.password,
+                "from_address": "dlq@example.com", "to": ["oncall@example.com"], **extra}
+
+    async def received(self) -> list[str]:
+        return [str(m["Subject"]) + m.get_body(("plain",)).get_content() for m in self.box.messages]
+
+    def fail_next(self, failure: str) -> None:
+        self.box.replies.append("451 4.3.0 try later" if failure == "retryable" else "554 5.7.1 refused")
+
+
+class TestEmailContract(SinkContract):
+    type_name = "email"
+
+    @pytest.fixture
+    def peer(self, box: Mailbox) -> MailPeer:
+        return MailPeer(box)

@@ -4,7 +4,7 @@ cut to fit, and a local receiver that answers as a Teams Workflows webhook does.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from importlib import resources
 from typing import Any
 
@@ -16,6 +16,7 @@ from bridge.errors import SinkPermanent, SinkRetryable
 from bridge.models import Alert, GroupJob, Notification
 from bridge.sinks import teams_card
 from bridge.sinks.teams import TeamsSink
+from tests.sink_contract import SinkContract
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply, make_alert
 
@@ -140,3 +141,33 @@ async def test_a_receiver_like_teams_202_then_429_with_retry_after_then_400() ->
     for request in receiver.requests:
         check_card(json.loads(request.body))
         assert request.path.startswith("workflows/abc") and request.headers["content-type"] == "application/json"
+
+
+class TeamsPeer:
+    """A local receiver that answers as a Teams Workflows webhook does."""
+
+    scripted_failures = True
+
+    def __init__(self, receiver: Receiver, base: str) -> None:
+        self.receiver, self.url = receiver, base + SECRET_URL
+        self.secrets = ["s3cr3t-signature-value-000", SECRET_URL]
+
+    def table(self, **extra: Any) -> dict[str, Any]:
+        return {"name": "teams", "type": "teams", "url": self.url, "messages_per_second": 50, **extra}
+
+    async def received(self) -> list[str]:
+        return [texts(check_card(json.loads(r.body))) for r in self.receiver.requests if r.status < 300]
+
+    def fail_next(self, failure: str) -> None:
+        reply = Reply(429, headers={"Retry-After": "0"}) if failure == "retryable" else Reply(400, body="bad card")
+        self.receiver.script.append(reply)
+
+
+class TestTeamsContract(SinkContract):
+    type_name = "teams"
+
+    @pytest.fixture
+    async def peer(self) -> AsyncIterator[TeamsPeer]:
+        receiver = Receiver(default=Reply(202, body=""))
+        async with serve(receiver.app) as base:
+            yield TeamsPeer(receiver, base)

@@ -15,8 +15,10 @@ import json
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -34,11 +36,12 @@ from bridge.commands.common import (
 )
 from bridge.commands.gateway_probe import check_openclaw
 from bridge.delivery.orphans import orphan_sink_queues
-from bridge.errors import ConfigError
+from bridge.errors import ConfigError, SinkError
 from bridge.redis_client import as_cluster
 from bridge.redis_client import probe as redis_problem
 from bridge.runbooks import RunbookCatalog
 from bridge.settings import CONFIG_ENV, Settings, SinkSettings, unknown_env_variables
+from bridge.sinks.plugin import SinkContext
 from bridge.sinks.registry import SINKS
 
 OK, FAIL, SKIP, WARN = "ok", "FAIL", "skip", "warn"
@@ -113,7 +116,7 @@ async def check_all(
     async with httpx.AsyncClient(transport=transport or httpx.AsyncHTTPTransport(), trust_env=False,
                                  timeout=probe_s, follow_redirects=False) as http:
         probes = [check_redis(settings, probe_s), check_gateway(settings, http, probe_chat=probe_chat)]
-        probes += [check_sink(sink, http) for sink in settings.effective_sinks()]
+        probes += [check_sink(sink, http, probe_s, settings.redis.consumer_id) for sink in settings.effective_sinks()]
         results += await asyncio.gather(*probes)
     results += await check_kind_sources(settings, probe_s)
     results += await check_orphan_sink_queues(settings, probe_s)
@@ -217,13 +220,33 @@ async def check_gateway(settings: Settings, http: httpx.AsyncClient, *, probe_ch
     return Result("openclaw", f"{mask_url(oc.url)} agent {oc.agent}", status, f"{detail}; {token}")
 
 
-async def check_sink(sink: SinkSettings, http: httpx.AsyncClient) -> Result:
+async def check_sink(
+    sink: SinkSettings, http: httpx.AsyncClient, probe_s: float = 5.0, consumer_id: str = "check"
+) -> Result:
     component = f"sink {sink.name}"
     url = sink_url(sink)
+    own_probe = SINKS.of(sink).probe
+    if own_probe is not None:
+        return await probe_own(component, sink, own_probe, SinkContext(http, probe_s, consumer_id), url)
     if url is None:
         return Result(component, "stdout", OK, f"{sink.type} sink, nothing to reach")
     status, detail = await probe(http, "HEAD", host_root(url))
     return Result(component, f"{sink.type} {mask_url(url)}", status, detail)
+
+
+async def probe_own(
+    component: str, sink: SinkSettings, own: Callable[[Any, SinkContext], Awaitable[str]], ctx: SinkContext,
+    url: str | None,
+) -> Result:
+    """A sink's own probe (it sends nothing): its detail line, or its error's secret-free detail."""
+    target = f"{sink.type} {mask_url(url)}" if url else sink.type
+    started = time.perf_counter()
+    try:
+        detail = await own(sink, ctx)
+    except SinkError as exc:
+        return Result(component, target, FAIL, exc.detail)
+    took = (time.perf_counter() - started) * 1000
+    return Result(component, target, OK, f"{detail} in {took:.0f} ms")
 
 
 def sink_url(sink: SinkSettings) -> str | None:

@@ -28,13 +28,15 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from bridge.delivery.resolve import Resolve
+from bridge.config.base import check_http_url
 from bridge.models import Alert, Notification
+from bridge.resolves import Resolve
 from bridge.secret_fields import OptionalSecret, secret_env, secret_file
-from bridge.settings import _SinkBase, check_http_url
 from bridge.sinks import cloudevents, digest
-from bridge.sinks.http_errors import check_response, post, transport_error
+from bridge.sinks.config import SinkSettingsBase
+from bridge.sinks.http_errors import check_response, post, snippet_of, transport_error
 from bridge.sinks.pagerduty import dedup_key
+from bridge.sinks.plugin import SinkContext, SinkPlugin
 
 ALERTNAME = "DeadLetter"
 SUMMARY_CHARS = 500
@@ -43,7 +45,7 @@ ERROR_CHARS = 1500
 LABEL_CHARS = 200
 
 
-class AlertmanagerSinkSettings(_SinkBase):
+class AlertmanagerSinkSettings(SinkSettingsBase):
     type: Literal["alertmanager"] = Field(description="Sink type.")
     url: str = Field(description="Alertmanager's base URL, e.g. `http://alertmanager:9093` (one sink per HA member).")
     username: str | None = Field(default=None, description="Basic-auth user (with `password`).")
@@ -257,7 +259,37 @@ class AlertmanagerSink:
             now = datetime.now(UTC)
             await self._post(resolve.ledger_key_part, [resolved(a, now) for a in found])
 
-    async def probe(self) -> httpx.Response:
+    async def probe(self) -> str:
         """`GET /api/v2/status`: reachable and authorised, without sending an alert (`check`)."""
         url = self._url.removesuffix("/alerts") + "/status"
-        return await self._http.get(url, headers=self._headers(), timeout=self._timeout_s)
+        try:
+            response = await self._http.get(url, headers=self._headers(), timeout=self._timeout_s)
+        except (httpx.HTTPError, TimeoutError, OSError) as exc:
+            raise transport_error(self.name, exc, "check") from None
+        check_response(self.name, response, "check", self._secrets())
+        status = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
+        version = status.get("versionInfo", {}).get("version", "?") if isinstance(status, dict) else "?"
+        cluster = status.get("cluster", {}).get("status", "?") if isinstance(status, dict) else "?"
+        return snippet_of(f"Alertmanager {version}, cluster {cluster}", self._secrets())
+
+
+def _build(settings: AlertmanagerSinkSettings, ctx: SinkContext) -> AlertmanagerSink:
+    return AlertmanagerSink(
+        settings.name, settings.url, ctx.http, username=settings.username, password=settings.password,
+        bearer_token=settings.bearer_token, active_s=settings.resolve_after_s, timeout_s=ctx.timeout_s,
+    )
+
+
+async def _probe(settings: AlertmanagerSinkSettings, ctx: SinkContext) -> str:
+    return await _build(settings, ctx).probe()
+
+
+PLUGIN = SinkPlugin(
+    settings=AlertmanagerSinkSettings,
+    build=_build,
+    hold=lambda s: s.url,  # unpaced; a 429's Retry-After holds it for the fleet
+    notifies_people=False,  # Alertmanager has silences of its own; a bridge silence holds it with `webhooks = true`
+    resolves=lambda s: s.resolve_on_retry,
+    probe_url=lambda s: s.url,
+    probe=_probe,
+)

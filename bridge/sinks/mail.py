@@ -28,9 +28,10 @@ from pydantic import Field, SecretStr, model_validator
 from bridge.errors import SinkError, SinkPermanent, SinkRetryable
 from bridge.models import Alert, Notification
 from bridge.secret_fields import OptionalSecret, secret_env, secret_file
-from bridge.settings import _SinkBase
 from bridge.sinks import mail_render
+from bridge.sinks.config import GroupBy, SinkSettingsBase
 from bridge.sinks.http_errors import snippet_of
+from bridge.sinks.plugin import SinkContext, SinkPlugin
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ _DROPPED = (
 )
 
 
-class EmailSinkSettings(_SinkBase):
+class EmailSinkSettings(SinkSettingsBase):
     type: Literal["email"] = Field(description="Sink type.")
     host: str = Field(min_length=1, description="SMTP relay host.")
     port: int | None = Field(default=None, ge=1, le=65535, description="SMTP port (default: 587, or 465 with `tls`).")
@@ -58,6 +59,9 @@ class EmailSinkSettings(_SinkBase):
     password_file: Path | None = secret_file("the SMTP password")
     from_address: str = Field(min_length=3, description="The `From` address, e.g. `dlq-bridge <dlq@example.com>`.")
     to: list[str] = Field(min_length=1, description="Recipient addresses.")
+    group_by: GroupBy = Field(
+        default="fingerprint", description="How alerts are grouped (one mail per group): `fingerprint`, `queue` or `none`"
+    )
 
     @model_validator(mode="after")
     def _auth_pair(self) -> EmailSinkSettings:
@@ -173,3 +177,14 @@ def _as_dict(message: EmailMessage) -> dict[str, Any]:
     """A mail as `summarize --dry-run` shows it: its headers and both parts."""
     parts = {part.get_content_type(): part.get_content() for part in message.iter_parts()}
     return {"headers": dict(message.items()), "text": parts.get("text/plain", ""), "html": parts.get("text/html", "")}
+
+
+async def _probe(settings: EmailSinkSettings, ctx: SinkContext) -> str:
+    return await EmailSink(settings, ctx.timeout_s).probe()
+
+
+PLUGIN = SinkPlugin(
+    settings=EmailSinkSettings,
+    build=lambda s, ctx: EmailSink(s, ctx.timeout_s),
+    probe=_probe,
+)

@@ -8,7 +8,7 @@ Adding a sink type is one module that defines a `SinkPlugin`, plus one line in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TextIO, TypeVar, get_args
@@ -61,6 +61,9 @@ class SinkPlugin(Generic[S]):
     - `every_job`: a group notification lists every job, in pages, not samples (machines read it);
     - `resolves`: this table sends a resolve when an alerted job is retried by hand;
     - `probe_url`: what `check` probes (None: nothing to reach);
+    - `probe`: a reachability probe of the sink's own, sending nothing (an SMTP login, an API status
+      read); returns a detail line, raises a `SinkError` when unreachable; None: `check` sends a
+      HEAD to `probe_url`'s host;
     - `default`: the table used when no sink is configured (one plug-in has it);
     - `as_text`: a rendered body as the text a person reads (a printed card), None: shown as JSON.
     """
@@ -74,6 +77,7 @@ class SinkPlugin(Generic[S]):
     every_job: bool = False
     resolves: Callable[[S], bool] = _never
     probe_url: Callable[[S], str | None] = _nowhere
+    probe: Callable[[S, SinkContext], Awaitable[str]] | None = None
     default: Callable[[], S] | None = None
     as_text: Callable[[dict[str, Any]], str | None] = _nowhere
 

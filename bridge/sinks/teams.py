@@ -17,14 +17,16 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, SecretStr, model_validator
 
+from bridge.config.base import check_http_url
 from bridge.models import Alert, Notification
 from bridge.secret_fields import RequiredSecret, secret_env, secret_file
-from bridge.settings import GroupBy, _SinkBase, check_http_url
 from bridge.sinks import teams_card
+from bridge.sinks.config import GroupBy, SinkSettingsBase
 from bridge.sinks.http_errors import post
+from bridge.sinks.plugin import Pace, SinkContext, SinkPlugin
 
 
-class TeamsSinkSettings(_SinkBase):
+class TeamsSinkSettings(SinkSettingsBase):
     type: Literal["teams"] = Field(description="Sink type.")
     url: RequiredSecret = Field(
         default=None, description="Workflows webhook URL, a secret: prefer `url_env` or `url_file`."
@@ -41,6 +43,10 @@ class TeamsSinkSettings(_SinkBase):
         if self.url is not None:
             check_http_url(self.url.get_secret_value(), f"sink {self.name}: webhook url")
         return self
+
+    def webhook_url(self) -> str:
+        assert self.url is not None
+        return self.url.get_secret_value()
 
 
 class TeamsSink:
@@ -73,3 +79,16 @@ class TeamsSink:
 
     async def send_group(self, notification: Notification) -> None:
         await self._post(notification.ledger_key, self.render_group(notification))
+
+
+def _build(settings: TeamsSinkSettings, ctx: SinkContext) -> TeamsSink:
+    assert settings.url is not None
+    return TeamsSink(settings.name, settings.url, ctx.http, ctx.timeout_s)
+
+
+PLUGIN = SinkPlugin(
+    settings=TeamsSinkSettings,
+    build=_build,
+    pace=lambda s: Pace(s.webhook_url(), s.messages_per_second),
+    probe_url=TeamsSinkSettings.webhook_url,
+)

@@ -212,7 +212,7 @@ class WebhookSinkSettings(SinkSettingsBase):
     )
     cloudevents_mode: cloudevents.Mode = Field(
         default="structured",
-        description="With `format = \"cloudevents\"`: `structured` (application/cloudevents+json) or `binary` (ce-* headers)",
+        description="CloudEvents binding: `structured` (application/cloudevents+json) or `binary` (ce-* headers)",
     )
 
     @model_validator(mode="after")
