@@ -12,12 +12,19 @@ from typing import Any
 
 import httpx
 import pytest
+import redis.asyncio as aioredis
+from fastapi import FastAPI
 from pydantic import SecretStr
 
-from bridge.delivery.resolve import Resolve
+from bridge.console.api import TokenCheck, build_api
+from bridge.console.wiring import build_console
 from bridge.errors import SinkPermanent
+from bridge.resolves import Resolve
+from bridge.runtime import open_runtime
+from bridge.settings import Settings
 from bridge.sinks.alertmanager import AlertmanagerSink, matcher
 from bridge.sinks.pagerduty import dedup_key
+from tests.conftest import envelope_entry
 from tests.sink_contract import SinkContract
 from tests.support.alertmanager import alertmanager
 from tests.support.http_server import serve
@@ -164,3 +171,34 @@ class TestAlertmanagerContract(SinkContract):
         async with serve(hook.app) as base, httpx.AsyncClient() as http:
             with alertmanager(tmp_path, f"{base}/am") as am:
                 yield AlertmanagerPeer(am, http)
+
+
+async def test_a_console_redrive_through_the_runtime_resolves_the_alert_and_the_console_shows_the_sink(
+    peer: Peer, make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    token = "console-token-am"
+    settings = make_settings(
+        {"DLQ_BRIDGE_CONSOLE_TOKEN": token}, console={"enabled": True},
+        delivery={"base_delay_s": 0.01, "max_delay_s": 0.05, "request_timeout_s": 5.0},
+        sinks=[{"name": "am", "type": "alertmanager", "url": peer.am}],
+    )
+    await aredis.lpush("dead_letter:orders", envelope_entry(job_id="o1"))
+    auth = {"Authorization": f"Bearer {token}", "X-Console-User": "alice"}
+    async with open_runtime(settings) as runtime:
+        app = FastAPI()
+        app.state.console = build_console(runtime)
+        app.state.console_tokens = TokenCheck(runtime.settings.console.token)
+        app.include_router(build_api())
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console") as api:
+            await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 30)
+            await peer.until(lambda: bool(peer.alerts()))
+            overview = (await api.get("/api/v1/overview")).json()
+            entry = (await api.get("/api/v1/entries", params={"source": "dead_letter:orders"})).json()["entries"][0]
+            done = await api.post("/api/v1/entry/redrive", headers=auth,
+                                  params={"source": "dead_letter:orders", "id": entry["id"]})
+            await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 30)
+            await peer.until(lambda: bool(peer.alerts("resolved")))
+    assert [(s["name"], s["type"], s["queue_depth"]) for s in overview["sinks"]] == [("am", "alertmanager", 0)]
+    assert done.json()["ok"] is True and "resolve queued for am" in done.json()["message"]
+    [gone] = peer.alerts("resolved")
+    assert gone["labels"]["job_id"] == "o1" and gone["labels"]["queue"] == "orders"

