@@ -113,7 +113,9 @@ async def open_runtime(
             )
             dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout)
             source = RedisListSource(client, settings.sources, settings.redis.consumer_id)
-            kinds = build_kind_sources(settings.sources.kinds(), bridge=client, consumer_id=settings.redis.consumer_id)
+            kinds = build_kind_sources(
+                settings.sources, bridge=client, consumer_id=settings.redis.consumer_id, redis=settings.redis
+            )
             undeliverable = UndeliverableStore(client, metrics, settings.delivery.undeliverable_max)
             groupers = build_groupers(client, dispatcher, metrics, settings.delivery.lease_s)
             delivery = build_delivery(settings, client, dispatcher, metrics, health, undeliverable, groupers)
