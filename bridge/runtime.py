@@ -15,7 +15,7 @@ import redis.asyncio as redis
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.factory import build_delivery, build_dispatcher, build_groupers, settings_concurrency
 from bridge.delivery.undeliverable import UndeliverableStore
-from bridge.delivery.worker import Delivery
+from bridge.delivery.workers import Delivery
 from bridge.embedded import EmbeddedRedis
 from bridge.health import Health
 from bridge.http import build_http_client
