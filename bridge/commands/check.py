@@ -24,7 +24,6 @@ from urllib.parse import urlsplit
 import httpx
 import redis.asyncio as redis
 
-from bridge.commands import kind_sources
 from bridge.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -43,6 +42,7 @@ from bridge.runbooks import RunbookCatalog
 from bridge.settings import CONFIG_ENV, Settings, SinkSettings, unknown_env_variables
 from bridge.sinks.plugin import SinkContext
 from bridge.sinks.registry import SINKS
+from bridge.sources import refs as kind_sources
 
 OK, FAIL, SKIP, WARN = "ok", "FAIL", "skip", "warn"
 
