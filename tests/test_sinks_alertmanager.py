@@ -25,7 +25,8 @@ from bridge.settings import Settings
 from bridge.sinks.alertmanager import AlertmanagerSink, matcher
 from bridge.sinks.pagerduty import dedup_key
 from tests.conftest import envelope_entry
-from tests.sink_contract import SinkContract
+from tests.sinks.runtime_contract import RuntimeContract
+from tests.sinks.test_sink_contract import SinkContract
 from tests.support.alertmanager import alertmanager
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, make_alert
@@ -135,11 +136,26 @@ async def test_a_rejected_alert_is_permanent_and_names_no_secret(tmp_path: Path)
     hook = Receiver()
     async with serve(hook.app) as base, httpx.AsyncClient() as http:
         with alertmanager(tmp_path, f"{base}/am") as am:
-            sink = AlertmanagerSink("am", am, http, bearer_token=token, active_s=-60.0)  # ends before it starts
+            sink = AlertmanagerSink("am", am, http, bearer_token=token, active_s=-3600.0)  # ends before it starts
             with pytest.raises(SinkPermanent) as caught:
-                await sink.send(make_alert(first_failed_at="not a time"))
+                await sink.send(make_alert(first_failed_at=datetime.now(UTC).isoformat()))
     assert caught.value.status == 400
     assert token.get_secret_value() not in str(caught.value) + caught.value.detail
+
+
+class TestAlertmanagerContract(SinkContract):
+    """Against a receiver answering as Alertmanager would: its 400s and 5xx, scripted."""
+
+    type = "alertmanager"
+
+    def table(self, base_url: str) -> dict[str, Any]:
+        return {"url": base_url}
+
+    def sent_body(self, body: Any) -> dict[str, Any]:
+        """One alert per request; `endsAt` is stamped per attempt, so `render` leaves it out."""
+        [alert] = body
+        assert alert.pop("endsAt")
+        return dict(alert)
 
 
 class AlertmanagerPeer:
@@ -162,7 +178,7 @@ class AlertmanagerPeer:
         raise NotImplementedError
 
 
-class TestAlertmanagerContract(SinkContract):
+class TestAlertmanagerRuntimeContract(RuntimeContract):
     type_name = "alertmanager"
 
     @pytest.fixture

@@ -16,7 +16,8 @@ from bridge.errors import SinkRetryable
 from bridge.models import Notification
 from bridge.settings import Settings
 from bridge.sinks.webhook import CloudFraming, WebhookSink
-from tests.sink_contract import SinkContract
+from tests.sinks.runtime_contract import RuntimeContract
+from tests.sinks.test_sink_contract import SinkContract
 from tests.support.http_server import serve
 from tests.support.receiver import Received, Receiver, Reply, make_alert
 
@@ -118,6 +119,17 @@ async def test_a_job_without_a_timestamp_has_no_time_rather_than_a_made_up_one()
     assert parse(request).get_id() == "orders:job-1"
 
 
+class TestCloudEventsWebhookContract(SinkContract):
+    type = "webhook"
+
+    def table(self, base_url: str) -> dict[str, Any]:
+        return {"url": f"{base_url}/events", "secret": WHSEC, "format": "cloudevents"}
+
+    def sent_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        assert body["specversion"] == "1.0"
+        return dict(body["data"])
+
+
 class CloudEventsPeer:
     """A local event receiver; every request it took is parsed by the official SDK first."""
 
@@ -139,7 +151,7 @@ class CloudEventsPeer:
         self.receiver.script.append(Reply(503) if failure == "retryable" else Reply(410, body="gone"))
 
 
-class TestCloudEventsWebhookContract(SinkContract):
+class TestCloudEventsWebhookRuntimeContract(RuntimeContract):
     type_name = "webhook"
 
     @pytest.fixture

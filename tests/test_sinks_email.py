@@ -11,7 +11,8 @@ import pytest
 from bridge.errors import SinkPermanent, SinkRetryable
 from bridge.models import Notification
 from bridge.sinks.mail import EmailSink, EmailSinkSettings
-from tests.sink_contract import SinkContract
+from tests.sinks.runtime_contract import RuntimeContract
+from tests.sinks.test_sink_contract import SinkContract
 from tests.support.receiver import make_alert
 from tests.support.smtp_server import Mailbox, smtp_server
 
@@ -130,6 +131,16 @@ async def test_probe_logs_in_and_sends_nothing(box: Mailbox) -> None:
     assert banner and box.logins and box.messages == []
 
 
+class TestEmailContract(SinkContract):
+    """The unit half without an HTTP receiver: sending is what the aiosmtpd tests above check."""
+
+    type = "email"
+    http_receiver = False
+
+    def table(self, base_url: str) -> dict[str, Any]:
+        return {"host": "127.0.0.1", "from_address": "dlq@example.com", "to": ["oncall@example.com"]}
+
+
 class MailPeer:
     """The real aiosmtpd server; a scripted DATA reply makes it refuse."""
 
@@ -151,7 +162,7 @@ class MailPeer:
         self.box.replies.append("451 4.3.0 try later" if failure == "retryable" else "554 5.7.1 refused")
 
 
-class TestEmailContract(SinkContract):
+class TestEmailRuntimeContract(RuntimeContract):
     type_name = "email"
 
     @pytest.fixture

@@ -19,7 +19,8 @@ from bridge.models import Alert, GroupJob, Notification
 from bridge.settings import Settings
 from bridge.sinks import teams_card
 from bridge.sinks.teams import TeamsSink
-from tests.sink_contract import SinkContract
+from tests.sinks.runtime_contract import RuntimeContract
+from tests.sinks.test_sink_contract import SinkContract
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply, make_alert
 from tests.test_delivery_fleet_limits import max_in_any_window, run_children
@@ -148,6 +149,13 @@ async def test_a_receiver_like_teams_202_then_429_with_retry_after_then_400() ->
         assert request.path.startswith("workflows/abc") and request.headers["content-type"] == "application/json"
 
 
+class TestTeamsContract(SinkContract):
+    type = "teams"
+
+    def table(self, base_url: str) -> dict[str, Any]:
+        return {"url": f"{base_url}/workflows/x?sig=contract"}
+
+
 class TeamsPeer:
     """A local receiver that answers as a Teams Workflows webhook does."""
 
@@ -168,7 +176,7 @@ class TeamsPeer:
         self.receiver.script.append(reply)
 
 
-class TestTeamsContract(SinkContract):
+class TestTeamsRuntimeContract(RuntimeContract):
     type_name = "teams"
 
     @pytest.fixture

@@ -5,8 +5,10 @@ Each alert is one `POST /api/v2/alerts` of a one-element list:
     labels       alertname="DeadLetter", queue, job_name, severity (routed), source (the dead letter's
                  source key), fingerprint, and job_id (`pagerduty.dedup_key` of the job id) for one job
     annotations  summary (the title), description (cause, steps, last error), runbook_url, and a few facts
-    startsAt     the job's first_failed_at (when it is a timestamp and not in the future), else now
-    endsAt       now + `resolve_after_s`: a dead letter nobody touches resolves by itself after that
+    startsAt     the job's first_failed_at (when it is a timestamp and not in the future), else left to
+                 Alertmanager (now)
+    endsAt       added per attempt: now + `resolve_after_s`, so a dead letter nobody touches resolves by
+                 itself after that
 
 Alertmanager then groups, inhibits, silences and routes with the user's own configuration. A group
 notification (`group_by` other than "none") is one alert per group, without job_id. A resolve (the
@@ -129,29 +131,24 @@ def annotations_of(alert: Alert) -> dict[str, str]:
     return out
 
 
-def starts_at(alert: Alert, now: datetime) -> datetime:
+def render_alert(alert: Alert) -> dict[str, Any]:
+    """One postable alert (API v2 `postableAlert`) without `endsAt`, which `stamped` adds per attempt.
+
+    `startsAt` is the job's first_failed_at when it is a timestamp; without one Alertmanager sets now.
+    """
+    body: dict[str, Any] = {"labels": labels(alert), "annotations": annotations_of(alert)}
     stamp = cloudevents.occurred_at(alert.dead_letter.first_failed_at)
-    if stamp is None:
-        return now
-    return min(datetime.fromisoformat(stamp), now)
+    if stamp is not None:
+        body["startsAt"] = stamp
+    return body
 
 
-def render_alert(alert: Alert, now: datetime, active_s: float) -> dict[str, Any]:
-    """One postable alert (API v2 `postableAlert`)."""
-    return {
-        "labels": labels(alert),
-        "annotations": annotations_of(alert),
-        "startsAt": _iso(starts_at(alert, now)),
-        "endsAt": _iso(now + timedelta(seconds=active_s)),
-    }
-
-
-def render_group_alert(n: Notification, now: datetime, active_s: float) -> dict[str, Any]:
+def render_group_alert(n: Notification) -> dict[str, Any]:
     """One alert per group, without job_id; a group of one is exactly its job's alert."""
     if n.is_single:
-        return render_alert(n.first, now, active_s)
+        return render_alert(n.first)
     first = n.first
-    body = render_alert(first, now, active_s)
+    body = render_alert(first)
     body["labels"] = labels(first, with_job=False) | {"severity": n.severity.value}
     body["annotations"] |= {
         "summary": _cut(f"{first.summary.title} ({digest.jobs_word(n.count)}; queues {digest.queues_line(n, 3)})",
@@ -160,8 +157,20 @@ def render_group_alert(n: Notification, now: datetime, active_s: float) -> dict[
         "count": str(n.count),
         "idempotency_key": n.ledger_key,
     }
-    body["startsAt"] = _iso(min(datetime.fromtimestamp(n.first_seen, UTC), now))
+    body["startsAt"] = digest.iso(n.first_seen)
     return body
+
+
+def _parse(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def stamped(body: dict[str, Any], now: datetime, active_s: float) -> dict[str, Any]:
+    """`body` as sent: `endsAt` = now + `active_s`, and a `startsAt` in the future moved back to now."""
+    out = dict(body, endsAt=_iso(now + timedelta(seconds=active_s)))
+    if "startsAt" in out and _parse(str(out["startsAt"])) > now:
+        out["startsAt"] = _iso(now)
+    return out
 
 
 def matcher(name: str, value: str) -> str:
@@ -171,7 +180,7 @@ def matcher(name: str, value: str) -> str:
 
 def resolved(firing: dict[str, Any], now: datetime) -> dict[str, Any]:
     """A fetched alert posted back with `endsAt` = now (never before its own start)."""
-    start = datetime.fromisoformat(str(firing["startsAt"]).replace("Z", "+00:00"))
+    start = _parse(str(firing["startsAt"]))
     return {
         "labels": firing["labels"],
         "annotations": firing.get("annotations", {}),
@@ -226,16 +235,17 @@ class AlertmanagerSink:
         )
 
     def render(self, alert: Alert) -> dict[str, Any]:
-        return render_alert(alert, datetime.now(UTC), self._active_s)
+        return render_alert(alert)
 
     async def send(self, alert: Alert) -> None:
-        await self._post(alert.idempotency_key, [self.render(alert)])
+        await self._post(alert.idempotency_key, [stamped(self.render(alert), datetime.now(UTC), self._active_s)])
 
     def render_group(self, notification: Notification) -> dict[str, Any]:
-        return render_group_alert(notification, datetime.now(UTC), self._active_s)
+        return render_group_alert(notification)
 
     async def send_group(self, notification: Notification) -> None:
-        await self._post(notification.ledger_key, [self.render_group(notification)])
+        body = stamped(self.render_group(notification), datetime.now(UTC), self._active_s)
+        await self._post(notification.ledger_key, [body])
 
     async def firing(self, key: str, filters: Sequence[str]) -> list[dict[str, Any]]:
         """The alerts Alertmanager holds that match every matcher in `filters` (silenced ones too)."""

@@ -18,7 +18,9 @@ import base64
 import logging
 import ssl
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from email.message import EmailMessage
+from email.utils import format_datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -60,7 +62,7 @@ class EmailSinkSettings(SinkSettingsBase):
     from_address: str = Field(min_length=3, description="The `From` address, e.g. `dlq-bridge <dlq@example.com>`.")
     to: list[str] = Field(min_length=1, description="Recipient addresses.")
     group_by: GroupBy = Field(
-        default="fingerprint", description="How alerts are grouped (one mail per group): `fingerprint`, `queue` or `none`"
+        default="fingerprint", description="How alerts are grouped (a mail per group): `fingerprint`, `queue`, `none`"
     )
 
     @model_validator(mode="after")
@@ -145,6 +147,7 @@ class EmailSink:
         await self._send(mail_render.group_message(notification, s.from_address, s.to), notification.ledger_key)
 
     async def _send(self, message: EmailMessage, key: str) -> None:
+        message["Date"] = format_datetime(datetime.now(UTC))  # of this attempt; the rest is the same each time
         s, password = self._settings, self._password()
         secret = password.get_secret_value() if password is not None else None
         secrets = _secret_forms(secret, s.username) if secret else []

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import UTC, datetime
 from email.message import EmailMessage
-from email.utils import format_datetime
 
 import jinja2
 
@@ -204,7 +202,6 @@ def _message(subject_line: str, context: dict[str, object], sender: str, to: lis
     msg["Subject"] = subject_line
     msg["From"] = sender
     msg["To"] = ", ".join(to)
-    msg["Date"] = format_datetime(datetime.now(UTC))
     msg.set_content(TEXT.render(**context))
     msg.add_alternative(HTML.render(**context), subtype="html")
     return msg

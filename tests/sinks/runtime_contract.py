@@ -1,10 +1,12 @@
-"""The contract every sink plug-in passes, through the real runtime to a real local peer.
+"""The runtime half of the sink contract: through the real runtime to a real local peer.
 
-Subclass `SinkContract` once per sink type and give it a `peer` fixture (a `ContractPeer`): the test
-class then checks, with the peer's own view of what arrived, that one dead letter is delivered once
-(a replay of the same entry is not sent again), that a retryable answer is retried and a permanent
-one lands in the undeliverable records without a secret, that `send-test` reaches it marked as a
-test, that `check` probes it (and fails on a dead port), and that a rendered body holds no secret.
+`tests/sinks/test_sink_contract.py` checks a sink on its own (render, one send, error mapping); this
+checks it inside the bridge. Subclass `RuntimeContract` once per sink type with a `peer` fixture (a
+`ContractPeer`): the class then checks, with the peer's own view of what arrived, that one dead
+letter is delivered once (a replay of the same entry is not sent again), that a retryable answer is
+retried and a permanent one lands in the undeliverable records without a secret, that `send-test`
+reaches it marked as a test, that `check` probes it (and fails on a dead port), and that a rendered
+body holds no secret.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ class ContractPeer(Protocol):
         ...
 
 
-class SinkContract:
+class RuntimeContract:
     type_name: ClassVar[str]
     settle_s: ClassVar[float] = 0.0  # how long the peer takes to show what it took (Alertmanager: its group_wait)
 
