@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import shutil
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -218,3 +221,16 @@ async def test_a_console_redrive_through_the_runtime_resolves_the_alert_and_the_
     assert done.json()["ok"] is True and "resolve queued for am" in done.json()["message"]
     [gone] = peer.alerts("resolved")
     assert gone["labels"]["job_id"] == "o1" and gone["labels"]["queue"] == "orders"
+
+
+def test_the_route_snippet_in_docs_sinks_md_is_a_valid_alertmanager_config(tmp_path: Path) -> None:
+    amtool = shutil.which("amtool")
+    if amtool is None:
+        pytest.skip("amtool is not installed (apt-get install prometheus-alertmanager)")
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "sinks.md").read_text()
+    [route] = re.findall(r"```yaml\n(.*?)```", docs, re.S)
+    config = tmp_path / "route.yml"
+    config.write_text(route + "receivers:\n  - name: chat\n  - name: pager\n")
+    checked = subprocess.run([amtool, "check-config", str(config)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "1 inhibit rules" in checked.stdout

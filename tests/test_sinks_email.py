@@ -126,6 +126,14 @@ async def test_implicit_tls_to_a_starttls_port_fails_retryably_rather_than_in_cl
     assert box.messages == []
 
 
+async def test_a_relay_without_starttls_is_refused_at_once_never_sent_in_clear(tmp_path: Path) -> None:
+    with smtp_server(tmp_path, starttls=False) as plain:
+        with pytest.raises(SinkPermanent) as caught:
+            await sink_for(plain).send(make_alert())
+        assert "STARTTLS" in caught.value.detail and plain.messages == []
+        assert plain.password not in caught.value.detail
+
+
 async def test_probe_logs_in_and_sends_nothing(box: Mailbox) -> None:
     banner = await sink_for(box).probe()
     assert banner and box.logins and box.messages == []

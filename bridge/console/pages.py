@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 
 from bridge.console import render
 from bridge.console.service import PAGE_MAX, ConsoleService
+from bridge.sinks.registry import SINKS
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +159,10 @@ async def _undeliverable(svc: ConsoleService) -> Mapping[str, Any]:
 
 
 async def _silences(svc: ConsoleService, prefill: Mapping[str, str]) -> Mapping[str, Any]:
-    return {"silences": await svc.silences(include_expired=True), "prefill": prefill}
+    held = [p.type for p in SINKS if p.notifies_people]
+    machines = [p.type for p in SINKS if not p.notifies_people]
+    return {"silences": await svc.silences(include_expired=True), "prefill": prefill,
+            "held_types": held, "machine_types": machines}
 
 
 async def _audit(svc: ConsoleService) -> Mapping[str, Any]:

@@ -99,7 +99,8 @@ def smtp_error(sink: str, exc: Exception, key: str, secrets: Sequence[str]) -> S
         return (SinkRetryable if retry else SinkPermanent)(sink, detail, idempotency_key=key)
     if isinstance(exc, _DROPPED):
         return SinkRetryable(sink, f"{type(exc).__name__} (no reply)", idempotency_key=key)
-    return SinkPermanent(sink, type(exc).__name__, idempotency_key=key)
+    said = snippet_of(str(exc), secrets)  # e.g. "SMTP STARTTLS extension not supported by server."
+    return SinkPermanent(sink, type(exc).__name__ + (f": {said}" if said else ""), idempotency_key=key)
 
 
 class EmailSink:

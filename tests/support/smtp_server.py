@@ -67,16 +67,20 @@ def self_signed(tmp: Path) -> tuple[Path, Path]:
 
 
 @contextlib.contextmanager
-def smtp_server(tmp: Path, user: str = "alerts", password: str = "smtp-pass-word-0451") -> Iterator[Mailbox]:
-    """aiosmtpd on 127.0.0.1 that requires STARTTLS before AUTH and MAIL."""
+def smtp_server(
+    tmp: Path, user: str = "alerts", password: str = "smtp-pass-word-0451", *, starttls: bool = True
+) -> Iterator[Mailbox]:
+    """aiosmtpd on 127.0.0.1 that requires STARTTLS before AUTH and MAIL (`starttls=False`: a plain
+    relay without STARTTLS or AUTH, as a misconfigured port looks)."""
     cert, key = self_signed(tmp)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     box = Mailbox(user, password, port=free_port(), ca_file=cert)
-    controller = aiosmtpd_controller.Controller(
-        box, hostname="127.0.0.1", port=box.port, tls_context=context, require_starttls=True,
-        authenticator=box.authenticate, auth_require_tls=True, auth_required=True,
-    )
+    secured: dict[str, Any] = {
+        "tls_context": context, "require_starttls": True, "authenticator": box.authenticate,
+        "auth_require_tls": True, "auth_required": True,
+    } if starttls else {}
+    controller = aiosmtpd_controller.Controller(box, hostname="127.0.0.1", port=box.port, **secured)
     controller.start()
     try:
         yield box
