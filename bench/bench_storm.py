@@ -39,7 +39,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bench.common import _free_port, bench_redis_url, service_config
+from bench.common import _free_port, bench_redis_url, read_body, service_config
 from bridge import keys
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import serve
@@ -73,12 +73,7 @@ class Receivers:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        chunks, more = [], True
-        while more:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
+        body = await read_body(receive)
         if scope["path"].startswith("/hook"):
             key = dict(scope["headers"]).get(b"idempotency-key", b"").decode()
             self.hook_keys.setdefault(str(json.loads(body).get("job_id")), set()).add(key)

@@ -140,3 +140,13 @@ def push_entries(redis_url: str, source: str, entries: Iterable[bytes]) -> int:
         pipe.execute()
     client.close()
     return pushed
+
+
+async def read_body(receive: Any) -> bytes:
+    """A raw ASGI request's whole body (the benches' fake receivers add no framework latency)."""
+    chunks, more = [], True
+    while more:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    return b"".join(chunks)

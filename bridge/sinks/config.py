@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import fnmatch
+from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from bridge.config.base import NAME_RE, Section
+from bridge.config.base import NAME_RE, Section, check_http_url
 from bridge.models import Severity
+from bridge.secret_fields import RequiredSecret, secret_env, secret_file
 
 GroupBy = Literal["fingerprint", "queue", "none"]
 
@@ -47,3 +49,24 @@ class SinkSettingsBase(Section):
         if not severity.at_least(self.min_severity):
             return False
         return not self.queues or any(fnmatch.fnmatchcase(queue, p) for p in self.queues)
+
+
+class ChatWebhookSettings(SinkSettingsBase):
+    """A chat webhook (Slack, Teams): its URL is a secret, its posts are paced, alerts grouped by cause."""
+
+    url: RequiredSecret = Field(default=None, description="Webhook URL, a secret: prefer `url_env` or `url_file`.")
+    url_env: str | None = secret_env("the URL")
+    url_file: Path | None = secret_file("the URL")
+    group_by: GroupBy = Field(
+        default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
+    )
+
+    @model_validator(mode="after")
+    def _url_shape(self) -> ChatWebhookSettings:
+        if self.url is not None:
+            check_http_url(self.url.get_secret_value(), f"sink {self.name}: webhook url")
+        return self
+
+    def webhook_url(self) -> str:
+        assert self.url is not None
+        return self.url.get_secret_value()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from bridge.models import Notification
+from bridge.models import Alert, Notification
 
 
 def when(ts: float) -> str:
@@ -86,3 +86,13 @@ def group_label(n: Notification) -> str:
 def title(n: Notification) -> str:
     """`Digest #2`, `Reminder #3`."""
     return f"{'Reminder' if n.kind == 'repeat' else 'Digest'} #{n.sequence}"
+
+
+SOURCE_NAMES = {"openclaw": "OpenClaw", "cache": "OpenClaw (cached)", "fallback": "static fallback"}
+
+
+def summary_source(alert: Alert) -> str:
+    """`Summary: OpenClaw (cached)`, `Summary: static fallback (timeout)`: who wrote the summary."""
+    summary = alert.summary
+    text = f"Summary: {SOURCE_NAMES.get(summary.source.value, summary.source.value)}"
+    return text + (f" ({summary.fallback_reason[:100]})" if summary.fallback_reason else "")

@@ -125,13 +125,6 @@ def group_subject(n: Notification) -> str:
                     f" · {digest.title(n)}")
 
 
-def _summary_source(alert: Alert) -> str:
-    names = {"openclaw": "OpenClaw", "cache": "OpenClaw (cached)", "fallback": "static fallback"}
-    summary = alert.summary
-    text = f"Summary: {names.get(summary.source.value, summary.source.value)}"
-    return text + (f" ({summary.fallback_reason})" if summary.fallback_reason else "")
-
-
 def _alert_context(alert: Alert) -> dict[str, object]:
     dl, summary = alert.dead_letter, alert.summary
     routed, assessed = alert.severity, summary.severity
@@ -155,7 +148,7 @@ def _alert_context(alert: Alert) -> dict[str, object]:
         "samples": [],
         "runbook_url": alert.runbook_url or "",
         "hint": summary.runbook_hint,
-        "footer": f"{_summary_source(alert)} · dlq-bridge · key {alert.idempotency_key}",
+        "footer": f"{digest.summary_source(alert)} · dlq-bridge · key {alert.idempotency_key}",
     }
 
 

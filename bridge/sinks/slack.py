@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any, Literal
 
 import httpx
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr
 
-from bridge.config.base import check_http_url
 from bridge.models import Alert, Notification, Severity
-from bridge.secret_fields import RequiredSecret, secret_env, secret_file
 from bridge.sinks import digest
-from bridge.sinks.config import GroupBy, SinkSettingsBase
+from bridge.sinks.config import ChatWebhookSettings
 from bridge.sinks.http_errors import post
 from bridge.sinks.plugin import Pace, SinkContext, SinkPlugin
 
@@ -109,12 +106,7 @@ def runbook_text(alert: Alert) -> str:
 
 
 def source_text(alert: Alert) -> str:
-    summary = alert.summary
-    names = {"openclaw": "OpenClaw", "cache": "OpenClaw (cached)", "fallback": "static fallback"}
-    text = f"Summary: {names.get(summary.source.value, summary.source.value)}"
-    if summary.fallback_reason:
-        text += f" ({esc(summary.fallback_reason, 100)})"
-    return f"{text} · dlq-bridge · key `{esc(alert.idempotency_key, 500)}`"
+    return f"{esc(digest.summary_source(alert), 200)} · dlq-bridge · key `{esc(alert.idempotency_key, 500)}`"
 
 
 def body_blocks(alert: Alert) -> list[dict[str, Any]]:
@@ -296,27 +288,9 @@ class SlackSink:
         )
 
 
-class SlackSinkSettings(SinkSettingsBase):
+class SlackSinkSettings(ChatWebhookSettings):
     type: Literal["slack"] = Field(description="Sink type.")
-    url: RequiredSecret = Field(
-        default=None, description="Incoming-webhook URL, a secret: prefer `url_env` or `url_file`."
-    )
-    url_env: str | None = secret_env("the URL")
-    url_file: Path | None = secret_file("the URL")
     messages_per_second: float = Field(default=1.0, gt=0, description="Pacing per Slack webhook.")
-    group_by: GroupBy = Field(
-        default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
-    )
-
-    @model_validator(mode="after")
-    def _url_shape(self) -> SlackSinkSettings:
-        if self.url is not None:
-            check_http_url(self.url.get_secret_value(), f"sink {self.name}: webhook url")
-        return self
-
-    def webhook_url(self) -> str:
-        assert self.url is not None
-        return self.url.get_secret_value()
 
 
 def _build(settings: SlackSinkSettings, ctx: SinkContext) -> SlackSink:

@@ -11,42 +11,23 @@ own signature (`sig=`): it is a secret, never logged, never in an error.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Literal
 
 import httpx
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr
 
-from bridge.config.base import check_http_url
 from bridge.models import Alert, Notification
-from bridge.secret_fields import RequiredSecret, secret_env, secret_file
 from bridge.sinks import teams_card
-from bridge.sinks.config import GroupBy, SinkSettingsBase
+from bridge.sinks.config import ChatWebhookSettings
 from bridge.sinks.http_errors import post
 from bridge.sinks.plugin import Pace, SinkContext, SinkPlugin
 
 
-class TeamsSinkSettings(SinkSettingsBase):
+class TeamsSinkSettings(ChatWebhookSettings):
+    """`url`: the Workflows webhook URL (it carries its own `sig=`)."""
+
     type: Literal["teams"] = Field(description="Sink type.")
-    url: RequiredSecret = Field(
-        default=None, description="Workflows webhook URL, a secret: prefer `url_env` or `url_file`."
-    )
-    url_env: str | None = secret_env("the Workflows webhook URL")
-    url_file: Path | None = secret_file("the Workflows webhook URL")
     messages_per_second: float = Field(default=4.0, gt=0, description="Pacing per Teams webhook, fleet-wide.")
-    group_by: GroupBy = Field(
-        default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
-    )
-
-    @model_validator(mode="after")
-    def _url_shape(self) -> TeamsSinkSettings:
-        if self.url is not None:
-            check_http_url(self.url.get_secret_value(), f"sink {self.name}: webhook url")
-        return self
-
-    def webhook_url(self) -> str:
-        assert self.url is not None
-        return self.url.get_secret_value()
 
 
 class TeamsSink:

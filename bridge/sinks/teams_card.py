@@ -81,12 +81,7 @@ def severity_text(alert: Alert) -> str:
 
 
 def source_text(alert: Alert) -> str:
-    summary = alert.summary
-    names = {"openclaw": "OpenClaw", "cache": "OpenClaw (cached)", "fallback": "static fallback"}
-    text = f"Summary: {names.get(summary.source.value, summary.source.value)}"
-    if summary.fallback_reason:
-        text += f" ({summary.fallback_reason})"
-    return f"{text} · dlq-bridge · key {alert.idempotency_key}"
+    return f"{digest.summary_source(alert)} · dlq-bridge · key {alert.idempotency_key}"
 
 
 def summary_blocks(alert: Alert, scale: float, error_label: str = "Last error") -> list[dict[str, Any]]:
