@@ -57,7 +57,8 @@ openclaw/<agent>: a wrong token, a disabled chat endpoint or an unknown agent
 each fail with the reason; --probe also sends one tiny chat completion) and
 HEADs each sink's host root (no alert is sent). For sinks any HTTP answer
 counts as reachable; a refused connection, a DNS or TLS error or a timeout is
-a failure.
+a failure. An email sink logs in to its relay and quits; an Alertmanager sink
+reads /api/v2/status with its credentials (neither sends anything).
 
 exit codes: 0 every component ok, 1 at least one failed, 2 bad configuration
 """

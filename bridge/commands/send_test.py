@@ -1,7 +1,8 @@
 """`dlq-bridge send-test`: one clearly marked test alert to each configured sink.
 
-The alert carries `is_test` (Slack shows `[TEST]`, PagerDuty `[TEST]` in the
-summary, webhooks `"test": true`) and a fresh job id, so it never collides
+The alert carries `is_test` (Slack, Teams and email show `[TEST]`, PagerDuty
+`[TEST]` in the summary, webhooks `"test": true`, Alertmanager a `test="true"`
+label) and a fresh job id, so it never collides
 with a real alert; the ledger is not used. Prints one line per sink and exits
 1 when any sink failed. Secrets (webhook URLs, routing keys) are never shown.
 """
