@@ -13,7 +13,7 @@ Prints, per run: alerts posted by the bridge (Alertmanager's own `alertmanager_a
 alerts Alertmanager holds, notifications its receiver got, alerts in the largest notification, and
 seconds from the push to the first notification.
 
-    python -m bench.bench_alertmanager [--entries 1000] [--observe 20]
+    python -m bench.bench_alertmanager [--entries 1000] [--observe 30]
 """
 
 from __future__ import annotations
@@ -97,5 +97,5 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entries", type=int, default=1000)
-    parser.add_argument("--observe", type=float, default=20.0, help="seconds the runtime runs per storm")
+    parser.add_argument("--observe", type=float, default=30.0, help="seconds the runtime runs per storm")
     asyncio.run(main(parser.parse_args()))
