@@ -29,7 +29,7 @@ from bridge.sinks.alertmanager import AlertmanagerSink, matcher
 from bridge.sinks.pagerduty import dedup_key
 from tests.conftest import envelope_entry
 from tests.sinks.runtime_contract import RuntimeContract
-from tests.sinks.test_sink_contract import SinkContract
+from tests.sinks.test_sink_contract import HttpSinkContract
 from tests.support.alertmanager import alertmanager
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, make_alert
@@ -146,7 +146,7 @@ async def test_a_rejected_alert_is_permanent_and_names_no_secret(tmp_path: Path)
     assert token.get_secret_value() not in str(caught.value) + caught.value.detail
 
 
-class TestAlertmanagerContract(SinkContract):
+class TestAlertmanagerContract(HttpSinkContract):
     """Against a receiver answering as Alertmanager would: its 400s and 5xx, scripted."""
 
     type = "alertmanager"

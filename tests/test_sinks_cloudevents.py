@@ -17,7 +17,7 @@ from bridge.models import Notification
 from bridge.settings import Settings
 from bridge.sinks.webhook import CloudFraming, WebhookSink
 from tests.sinks.runtime_contract import RuntimeContract
-from tests.sinks.test_sink_contract import SinkContract
+from tests.sinks.test_sink_contract import HttpSinkContract
 from tests.support.http_server import serve
 from tests.support.receiver import Received, Receiver, Reply, make_alert
 
@@ -119,7 +119,7 @@ async def test_a_job_without_a_timestamp_has_no_time_rather_than_a_made_up_one()
     assert parse(request).get_id() == "orders:job-1"
 
 
-class TestCloudEventsWebhookContract(SinkContract):
+class TestCloudEventsWebhookContract(HttpSinkContract):
     type = "webhook"
 
     def table(self, base_url: str) -> dict[str, Any]:

@@ -140,10 +140,9 @@ async def test_probe_logs_in_and_sends_nothing(box: Mailbox) -> None:
 
 
 class TestEmailContract(SinkContract):
-    """The unit half without an HTTP receiver: sending is what the aiosmtpd tests above check."""
+    """The unit half (no HTTP receiver): sending is what the aiosmtpd tests above check."""
 
     type = "email"
-    http_receiver = False
 
     def table(self, base_url: str) -> dict[str, Any]:
         return {"host": "127.0.0.1", "from_address": "dlq@example.com", "to": ["oncall@example.com"]}

@@ -20,7 +20,7 @@ from bridge.settings import Settings
 from bridge.sinks import teams_card
 from bridge.sinks.teams import TeamsSink
 from tests.sinks.runtime_contract import RuntimeContract
-from tests.sinks.test_sink_contract import SinkContract
+from tests.sinks.test_sink_contract import HttpSinkContract
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply, make_alert
 from tests.test_delivery_fleet_limits import max_in_any_window, run_children
@@ -149,7 +149,7 @@ async def test_a_receiver_like_teams_202_then_429_with_retry_after_then_400() ->
         assert request.path.startswith("workflows/abc") and request.headers["content-type"] == "application/json"
 
 
-class TestTeamsContract(SinkContract):
+class TestTeamsContract(HttpSinkContract):
     type = "teams"
 
     def table(self, base_url: str) -> dict[str, Any]:

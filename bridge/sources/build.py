@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from bridge.config.redis import RedisSettings
 from bridge.sources.kinds import KindSource
-from bridge.sources.plugin import KindContext
+from bridge.sources.plugin import KindContext, KindRegistry
 from bridge.sources.registry import KINDS
 
 
@@ -35,8 +35,9 @@ def build_kind_sources(
     consumer_id: str,
     environ: Mapping[str, str] | None = None,
     redis: RedisSettings | None = None,
+    registry: KindRegistry = KINDS,
 ) -> Built:
     """One reader per configured table of `kinds` (its `[sources]` section, or `KindSources`)."""
     ctx = KindContext(bridge, consumer_id, os.environ if environ is None else environ, redis or RedisSettings())
-    sources = [plugin.build(table, ctx) for plugin, table in KINDS.configured(kinds)]
+    sources = [plugin.build(table, ctx) for plugin, table in registry.configured(kinds)]
     return Built(sources, ctx.clients)
