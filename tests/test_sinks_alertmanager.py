@@ -21,12 +21,13 @@ from pydantic import SecretStr
 
 from bridge.console.api import TokenCheck, build_api
 from bridge.console.wiring import build_console
+from bridge.delivery.factory import build_routes
 from bridge.errors import SinkPermanent
-from bridge.resolves import Resolve
+from bridge.resolves import Resolve, incident_key
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
 from bridge.sinks.alertmanager import AlertmanagerSink, matcher
-from bridge.sinks.pagerduty import dedup_key
+from bridge.sources.leaving import leave_note
 from tests.conftest import envelope_entry
 from tests.sinks.runtime_contract import RuntimeContract
 from tests.sinks.test_sink_contract import HttpSinkContract
@@ -101,7 +102,7 @@ async def test_a_redrive_resolves_the_alert(peer: Peer) -> None:
     await peer.until(lambda: len(peer.alerts()) >= 2)
     dl = alert.dead_letter
     await peer.sink.send_resolve(Resolve(
-        dedup_key=dedup_key(dl.job_id), idempotency_key=dl.idempotency_key, digest=dl.raw_digest,
+        dedup_key=incident_key(dl.job_id), idempotency_key=dl.idempotency_key, digest=dl.raw_digest,
         fingerprint=dl.fingerprint, queue=dl.queue,
     ))
     await peer.until(lambda: bool(peer.alerts("resolved")))
@@ -234,3 +235,21 @@ def test_the_route_snippet_in_docs_sinks_md_is_a_valid_alertmanager_config(tmp_p
     checked = subprocess.run([amtool, "check-config", str(config)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "1 inhibit rules" in checked.stdout
+
+
+async def test_a_watched_job_leaving_its_store_is_held_for_the_alertmanager_sink_like_pagerduty(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """The leave check holds a watched job for every routed sink whose plug-in resolves: the same moments."""
+    settings = make_settings(sinks=[
+        {"name": "am", "type": "alertmanager", "url": "http://127.0.0.1:9"},
+        {"name": "am-off", "type": "alertmanager", "url": "http://127.0.0.1:9", "resolve_on_retry": False},
+        {"name": "pd", "type": "pagerduty", "routing_key": "rk", "events_url": "http://127.0.0.1:9/e"},
+        {"name": "teams", "type": "teams", "url": "http://127.0.0.1:9/t"},
+    ])
+    async with httpx.AsyncClient() as http:
+        routes = build_routes(settings, http)
+    alert = make_alert(job_id="jid-1")
+    note = leave_note(alert, routes)
+    assert note is not None and note.sinks == ("am", "pd")
+    assert note.resolve.dedup_key == "jid-1" and note.resolve.queue == "orders"

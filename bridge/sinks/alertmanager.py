@@ -3,7 +3,7 @@
 Each alert is one `POST /api/v2/alerts` of a one-element list:
 
     labels       alertname="DeadLetter", queue, job_name, severity (routed), source (the dead letter's
-                 source key), fingerprint, and job_id (`pagerduty.dedup_key` of the job id) for one job
+                 source key), fingerprint, and job_id (`incident_key(job id)`, as PagerDuty's dedup_key)
     annotations  summary (the title), description (cause, steps, last error), runbook_url, and a few facts
     startsAt     the job's first_failed_at (when it is a timestamp and not in the future), else left to
                  Alertmanager (now)
@@ -32,12 +32,11 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from bridge.config.base import check_http_url
 from bridge.models import Alert, Notification
-from bridge.resolves import Resolve
+from bridge.resolves import Resolve, incident_key
 from bridge.secret_fields import OptionalSecret, secret_env, secret_file
 from bridge.sinks import cloudevents, digest
 from bridge.sinks.config import SinkSettingsBase
 from bridge.sinks.http_errors import check_response, post, snippet_of, transport_error
-from bridge.sinks.pagerduty import dedup_key
 from bridge.sinks.plugin import SinkContext, SinkPlugin
 
 ALERTNAME = "DeadLetter"
@@ -101,7 +100,7 @@ def labels(alert: Alert, *, with_job: bool = True) -> dict[str, str]:
         "fingerprint": dl.fingerprint or "none",
     }
     if with_job:
-        out["job_id"] = dedup_key(dl.job_id)
+        out["job_id"] = incident_key(dl.job_id)
     if alert.is_test:
         out["test"] = "true"
     return out
