@@ -10,7 +10,7 @@ import pytest
 
 from bridge.errors import SinkPermanent, SinkRetryable
 from bridge.models import Notification
-from bridge.sinks.mail import EmailSink, EmailSinkSettings
+from bridge.sinks.mail import EmailSink, EmailSinkSettings, as_text
 from tests.sinks.runtime_contract import RuntimeContract
 from tests.sinks.test_sink_contract import SinkContract
 from tests.support.receiver import make_alert
@@ -132,6 +132,12 @@ async def test_a_relay_without_starttls_is_refused_at_once_never_sent_in_clear(t
             await sink_for(plain).send(make_alert())
         assert "STARTTLS" in caught.value.detail and plain.messages == []
         assert plain.password not in caught.value.detail
+
+
+def test_a_dry_run_shows_the_subject_and_the_plain_text(box: Mailbox) -> None:
+    shown = as_text(sink_for(box).render(make_alert(job_id="job-3")))
+    assert shown is not None and shown.startswith("Subject: [ERROR] ship_order failed on orders")
+    assert "Next steps:" in shown and "job-3" in shown and "<html" not in shown
 
 
 async def test_probe_logs_in_and_sends_nothing(box: Mailbox) -> None:

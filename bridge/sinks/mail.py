@@ -187,8 +187,17 @@ async def _probe(settings: EmailSinkSettings, ctx: SinkContext) -> str:
     return await EmailSink(settings, ctx.timeout_s).probe()
 
 
+def as_text(body: dict[str, Any]) -> str | None:
+    """A rendered mail as a dry run shows it: its subject, then the plain-text part."""
+    headers, text = body.get("headers"), body.get("text")
+    if not isinstance(headers, dict) or not isinstance(text, str):
+        return None
+    return f"Subject: {headers.get('Subject', '')}\nMessage-ID: {headers.get('Message-ID', '')}\n\n{text}"
+
+
 PLUGIN = SinkPlugin(
     settings=EmailSinkSettings,
     build=lambda s, ctx: EmailSink(s, ctx.timeout_s),
     probe=_probe,
+    as_text=as_text,
 )
