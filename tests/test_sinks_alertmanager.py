@@ -90,7 +90,8 @@ async def test_alertmanager_grouping_collapses_a_storm_into_few_notifications(pe
     await asyncio.gather(*(peer.sink.send(a) for a in storm))
     await peer.until(lambda: len({a["labels"]["job_id"] for a in peer.alerts()}) == 60)
     notifications = peer.notifications()
-    assert len(notifications) <= 3, [len(n["alerts"]) for n in notifications]  # 60 alerts, one group
+    sizes = [len(n["alerts"]) for n in notifications]
+    assert len(notifications) <= 10 and sizes[-1] == 60, sizes  # one group, re-sent while it grew
     assert {n["groupLabels"]["fingerprint"] for n in notifications} == {"same-cause"}
 
 
