@@ -140,6 +140,8 @@ async def test_two_bridges_drain_through_a_master_failover(
             while sum((await archived_jobs(aredis)).values()) < KILL_AT and time.monotonic() - started < 60:
                 await asyncio.sleep(0.02)
             outage = Outage(local_cluster, ports)
+            on_victim = [dlq(i) for i in range(DLQS) if local_cluster.owner(dlq(i)) == outage.victim]
+            waiting_on_victim = sum([await aredis.llen(key) for key in on_victim])
             await outage.run()
             drained = await drain(aredis, receiver, time.monotonic() + 90)
         finally:
@@ -157,6 +159,8 @@ async def test_two_bridges_drain_through_a_master_failover(
           f"{outage.healthy_after_s:.1f} s after the promotion; "
           f"entries {ENTRIES}: archived once {sum(1 for n in archive.values() if n == 1)}, "
           f"alerts lost {lost}, re-alerted (sent twice) {twice}; drained={drained}")
+    assert waiting_on_victim > 0, "entries were still waiting on the master that was killed"
+    assert drained, "everything was archived and nothing left in a DLQ, processing list, outbox or sink queue"
     assert outage.saw_503, "/healthz should have said 503 while a master was down"
     assert 0 <= outage.healthy_after_s <= 30, "/healthz did not come back within 30 s of the promotion"
     assert set(archive) == every and set(archive.values()) == {1}, "every entry archived exactly once"
