@@ -170,17 +170,20 @@ async def test_loop_never_retries_a_permanent_error() -> None:
 
 
 async def test_loop_gives_up_at_the_deadline() -> None:
+    """Counts and order, not speed: it retries until the deadline has passed, then stops (long
+    before max_attempts), and no attempt follows one that failed after the deadline."""
     settings = DeliverySettings(max_attempts=100, base_delay_s=0.0, deadline_s=0.3)
     started = time.monotonic()
-    attempts = 0
+    failed_at: list[float] = []  # seconds since the start at which each attempt failed
     with pytest.raises(SinkRetryable):
         async for attempt in retrying(settings):
             with attempt:
-                attempts += 1
                 await asyncio.sleep(0.05)
+                failed_at.append(time.monotonic() - started)
                 raise SinkRetryable("s", "HTTP 503", status=503)
-    assert time.monotonic() - started < 1.0
-    assert 3 <= attempts <= 8
+    assert 2 <= len(failed_at) < settings.max_attempts, "the deadline stopped it, not max_attempts"
+    assert failed_at[-1] >= settings.deadline_s, "it kept retrying until the deadline"
+    assert all(t < settings.deadline_s for t in failed_at[:-1]), "nothing was tried after the deadline"
 
 
 async def test_sink_errors_carry_status_and_detail_as_fields() -> None:
