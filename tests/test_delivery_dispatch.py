@@ -123,12 +123,14 @@ async def test_a_dead_sink_does_not_delay_a_healthy_one(
             while not healthy.requests and not task.done():
                 await asyncio.sleep(0.005)
             dead_attempts_then, dead_done_then = len(hanging.requests), task.done()
+            dead_recorded_then = await aredis.llen(keys.UNDELIVERABLE)
             results = {r.sink: r.outcome for r in await task}
     assert results == {"dead": "undeliverable", "good": "delivered"}
     # Order, not speed: the healthy sink's request came while the dead sink was still on its
     # first attempt (before its first timeout), long before its three attempts were used up.
     assert healthy.requests and not dead_done_then, "the healthy sink was not held until the dead one gave up"
     assert dead_attempts_then <= 1, f"the healthy sink waited for {dead_attempts_then} dead attempts"
+    assert dead_recorded_then == 0, "the healthy sink was not held until the dead one was recorded undeliverable"
     if dead == "hangs":
         assert len(hanging.requests) == 3, "the hanging sink used its timeouts and retries"
         assert healthy.requests[0].at < hanging.requests[1].at, "before the dead sink's first timeout"
