@@ -40,6 +40,7 @@ from bridge.metrics import Metrics
 from bridge.models import Alert, DeadLetter
 from bridge.offloop import DeadlineExceeded, OffLoop
 from bridge.quarantine import quarantine_alert, quarantine_title
+from bridge.redact import redact_key_name
 from bridge.settings import SeveritySettings, SourcesSettings
 from bridge.sources.base import Claimed, Source
 from bridge.sources.kinds import KindSource
@@ -232,7 +233,7 @@ class Pipeline:
         record = {
             "sink": "pipeline",
             "error": f"pipeline error: {type(exc).__name__}",
-            "source_key": keys.display(source_key),
+            "source_key": redact_key_name(source_key),
             "raw_digest": digest,
             "at": time.time(),
         }
@@ -350,7 +351,7 @@ class Pipeline:
         record = {
             "sink": "pipeline",
             "error": f"pipeline error: {type(exc).__name__}",
-            "source_key": keys.display(claimed.source_key),
+            "source_key": redact_key_name(claimed.source_key),
             "raw_digest": claimed.digest,
             "at": time.time(),
         }
@@ -401,7 +402,7 @@ class Pipeline:
         """
         severity = self._severity.for_queue(keys.queue_of(keys.display(claimed.source_key)))
         alert = quarantine_alert(claimed.source_key, claimed.digest, severity, title)
-        log.error("quarantining an entry of %s (%s)", keys.display(claimed.source_key), title)
+        log.error("quarantining an entry of %s (%s)", redact_key_name(claimed.source_key), title)
         routed = [route.sink.name for route in self._dispatcher.routed(alert)]
         await self._hand_off(claimed, alert, routed, quarantine=True)
         self._metrics.entries.labels("quarantined").inc()
@@ -464,7 +465,7 @@ class Pipeline:
 
     def _show_depths(self, depths: dict[str, int]) -> None:
         """One depth series per tracked DLQ; a series leaves with its DLQ (sticky window, cap)."""
-        shown = {keys.display(source): depth for source, depth in depths.items()}
+        shown = {redact_key_name(source): depth for source, depth in depths.items()}
         for label in set(self._depth_labels) - set(shown):
             self._metrics.dlq_depth.remove(label)
         for label, depth in shown.items():

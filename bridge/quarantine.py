@@ -13,6 +13,7 @@ import hashlib
 
 from bridge import keys
 from bridge.models import Alert, DeadLetter, Severity, Summary, SummarySource
+from bridge.redact import redact_key_name
 
 FALLBACK_REASON = "quarantined"
 _STEPS = [
@@ -29,7 +30,7 @@ def quarantine_title(claims: int, deadline_s: float | None) -> str:
 
 def quarantine_alert(source_key: str, digest: str, severity: Severity, title: str) -> Alert:
     """A minimal alert: queue from the (displayed) source key, job id `sha256:<digest>`."""
-    shown = keys.display(source_key)
+    shown = redact_key_name(source_key)
     queue = keys.queue_of(shown)
     dead_letter = DeadLetter(
         source_key=shown,

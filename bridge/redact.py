@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bridge import keys
 from bridge import secret_patterns as sp
 from bridge.models import DeadLetter
 from bridge.untrusted import short_digest, strip_invisible
@@ -201,6 +202,12 @@ def redact_id(text: str) -> str:
     tag = f"[REDACTED:{short_digest(text)}]"
     out = out.replace(REDACTED, tag)
     return out if tag in out else f"{out}{tag}"
+
+
+def redact_key_name(key: str) -> str:
+    """A Redis key name as it leaves the bridge (metric labels, logs, records, cards): shown
+    escaped (`keys.display`), then redacted like an id, so distinct keys keep distinct names."""
+    return redact_id(keys.display(key))
 
 
 def redact_value(value: Any, depth: int = 0) -> Any:

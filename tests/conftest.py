@@ -11,7 +11,15 @@ import redis
 import redis.asyncio as aioredis
 
 from bridge.settings import Settings, load_settings
+from tests.support.peers import fail_a_peer_skip
 from tests.support.redis_server import find_test_redis
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """With DLQ_BRIDGE_TEST_REQUIRE_PEERS=1 (.ci/run), a missing peer fails (tests/support/peers.py)."""
+    outcome = yield
+    fail_a_peer_skip(outcome.get_result())  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")

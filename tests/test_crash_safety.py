@@ -30,13 +30,13 @@ def remaining(client: redis.Redis) -> int:
     return sum(client.llen(s) for s in SOURCES) + processing
 
 
-def config(tmp_path: Path, redis_url: str, port: int) -> Path:
+def config(tmp_path: Path, redis_url: str, port: int, concurrency: int = 16) -> Path:
     return write_config(
         tmp_path / "bridge.toml",
         {
             "server": {"port": port, "grace_s": 5},
             "redis": {"url": redis_url, "consumer_id": "crashy"},
-            "sources": {"concurrency": 16, "poll_interval_s": 0.01},
+            "sources": {"concurrency": concurrency, "poll_interval_s": 0.01},
         },
     )
 
@@ -75,15 +75,22 @@ def test_kill9_mid_drain_loses_and_duplicates_nothing(clean_redis: redis.Redis, 
 def test_restart_returns_own_processing_entries_before_claiming(
     clean_redis: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
+    """One worker slot: the returned entry goes back to the claim end of its DLQ at start-up,
+    before the claim loop runs, so it is processed before the entries that were waiting."""
     left_over = json.dumps({"job_id": "left-over", "queue": "crash"}).encode()
+    waiting = [json.dumps({"job_id": f"new-{i}", "queue": "crash"}).encode() for i in range(3)]
+    clean_redis.lpush(SOURCES[0], *waiting)
     clean_redis.lpush(keys.processing(SOURCES[0], "crashy"), left_over)
     clean_redis.set(keys.heartbeat("crashy"), "stale", ex=30)  # looks alive: only its own restart returns it
     port = free_port()
-    proc = start_bridge(["--config", str(config(tmp_path, redis_url, port)), "run"])
+    proc = start_bridge(["--config", str(config(tmp_path, redis_url, port, concurrency=1)), "run"])
     wait_healthz(port, proc)
     deadline = time.monotonic() + 20
-    while archived(clean_redis) != [left_over] and time.monotonic() < deadline:
+    while len(archived(clean_redis)) < 4 and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=15) == 0
-    assert archived(clean_redis) == [left_over]
+    log = proc.stderr.read().decode() if proc.stderr else ""
+    assert "returned 1 entries from a previous run" in log, "start-up returned it (not the reaper)"
+    # the archive is LPUSHed as entries finish: oldest last
+    assert list(reversed(archived(clean_redis))) == [left_over, *waiting], "returned first, then claimed in order"

@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,18 +124,25 @@ async def test_a_sender_killed_mid_send_holds_the_job_only_until_its_reservation
     async with serve(receiver.app) as url:
         # restarted: a reservation that would outlive the test unless taken over
         settings = hook_settings(make_settings, url, reservation_ttl_s=600.0 if restarted else 1.0)
-        child = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tests.support.deliver_child", str(tmp_path / "bridge.toml"),
-            "hook", "doomed", "1", cwd=ROOT, stdout=asyncio.subprocess.DEVNULL,
-        )
-        await wait_for_requests(receiver, 1)
-        os.kill(child.pid, signal.SIGKILL)
-        await child.wait()
-        held = await aredis.get(Ledger.key("hook", make_alert(job_id="doomed-0")))
-        assert held is not None and str(held).startswith("b'sending:test-1:")  # the dead owner's
+        # the replacement is built first, so it asks while the dead sender's reservation still holds
         async with consumers(settings, redis_url, 1, same_id=restarted) as [consumer]:
+            child = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "tests.support.deliver_child", str(tmp_path / "bridge.toml"),
+                "hook", "doomed", "1", cwd=ROOT, stdout=asyncio.subprocess.DEVNULL,
+            )
+            await wait_for_requests(receiver, 1)
+            os.kill(child.pid, signal.SIGKILL)
+            await child.wait()
+            key = Ledger.key("hook", make_alert(job_id="doomed-0"))
+            held, remaining_ms = await aredis.get(key), await aredis.pttl(key)
+            measured_at = time.monotonic()
+            assert held is not None and str(held).startswith("b'sending:test-1:")  # the dead owner's
+            assert remaining_ms > 0, "the replacement asks while the reservation holds"
             async with asyncio.timeout(60):
                 result = await consumer.deliver(make_alert(job_id="doomed-0"))
     assert result.outcome == "delivered"
     assert len(receiver.requests) == 2  # at least once: the dead sender's fate was unknown
+    if not restarted:  # it held: the second send came no sooner than the reservation's remaining TTL
+        waited = receiver.requests[1].at - measured_at
+        assert waited >= remaining_ms / 1000 - 0.01, f"sent {waited:.3f}s after, reservation had {remaining_ms} ms"
     assert await Ledger(aredis, 60).delivered("hook", make_alert(job_id="doomed-0"))

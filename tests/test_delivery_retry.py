@@ -1,4 +1,5 @@
-"""Retry predicate and wait computation (respx for the HTTP side, no real sleeps)."""
+"""Retry predicate and wait computation (respx for the HTTP side, no real sleeps); the URL
+scrubbing is also checked over loopback against a real receiver."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from pydantic import SecretStr
 
 from bridge.delivery.retry import backoff_s, is_retryable, retrying, wait_s
 from bridge.errors import SinkError, SinkPermanent, SinkRetryable
-from bridge.http import parse_retry_after
-from bridge.settings import DeliverySettings
+from bridge.http import build_http_client, parse_retry_after
+from bridge.settings import DeliverySettings, HttpSettings
 from bridge.sinks.slack import SlackSink
 from tests.support.receiver import make_alert
 
@@ -69,6 +70,30 @@ async def test_success_raises_nothing_and_errors_never_contain_the_url() -> None
     assert exc is not None and "SECRETPART" not in str(exc) and "HTTP 400" in str(exc)
     exc = await attempt_error(httpx.ConnectError(f"cannot reach {URL}"))
     assert exc is not None and "SECRETPART" not in str(exc)
+
+
+async def test_over_loopback_errors_never_contain_the_url() -> None:
+    """The same over a real receiver on loopback and the bridge's own client: the answer echoes the
+    URL (raw and JSON-escaped), and a refused connection names the address it tried."""
+    from tests.support.http_server import serve
+    from tests.support.receiver import Receiver, Reply
+    from tests.support.redis_server import free_port
+
+    secret_path = "services/T000/B000/SECRETPART"
+    echo = Receiver(script=[Reply(400, body=f"invalid_payload for /{secret_path}"),
+                            Reply(503, body='{"url": "' + secret_path.replace("/", "\\/") + '"}')])
+    async with serve(echo.app) as base, build_http_client(HttpSettings()) as http:
+        errors = []
+        for url in (f"{base}/{secret_path}", f"{base}/{secret_path}", f"http://127.0.0.1:{free_port()}/{secret_path}"):
+            try:
+                await SlackSink("slack", SecretStr(url), http).send(make_alert())
+            except SinkError as exc:
+                errors.append(exc)
+    assert [type(e) for e in errors] == [SinkPermanent, SinkRetryable, SinkRetryable], errors
+    assert [e.status for e in errors] == [400, 503, None]
+    assert [r.path for r in echo.requests] == [secret_path, secret_path], "it did reach the receiver"
+    leaks = [str(e) for e in errors if "SECRETPART" in f"{e} {e.detail}"]
+    assert not leaks, leaks
 
 
 async def test_retry_after_seconds_is_parsed_from_a_429() -> None:
@@ -170,17 +195,20 @@ async def test_loop_never_retries_a_permanent_error() -> None:
 
 
 async def test_loop_gives_up_at_the_deadline() -> None:
+    """Counts and order, not speed: it retries until the deadline has passed, then stops (long
+    before max_attempts), and no attempt follows one that failed after the deadline."""
     settings = DeliverySettings(max_attempts=100, base_delay_s=0.0, deadline_s=0.3)
     started = time.monotonic()
-    attempts = 0
+    failed_at: list[float] = []  # seconds since the start at which each attempt failed
     with pytest.raises(SinkRetryable):
         async for attempt in retrying(settings):
             with attempt:
-                attempts += 1
                 await asyncio.sleep(0.05)
+                failed_at.append(time.monotonic() - started)
                 raise SinkRetryable("s", "HTTP 503", status=503)
-    assert time.monotonic() - started < 1.0
-    assert 3 <= attempts <= 8
+    assert 2 <= len(failed_at) < settings.max_attempts, "the deadline stopped it, not max_attempts"
+    assert failed_at[-1] >= settings.deadline_s, "it kept retrying until the deadline"
+    assert all(t < settings.deadline_s for t in failed_at[:-1]), "nothing was tried after the deadline"
 
 
 async def test_sink_errors_carry_status_and_detail_as_fields() -> None:

@@ -140,7 +140,8 @@ def test_healthz_and_heartbeat_keep_ticking_while_one_entry_runs_away(
     finally:
         release.set()
     assert all(status == 200 for status, _, _ in answers), answers
-    assert max(took for _, took, _ in answers) < 1.0
+    # each GET raises after 1 s without an answer; count, not speed: several came while it ran away
+    assert sum(body["checks"].get("intake", {}).get("status") == "degraded" for _, _, body in answers) >= 2
     assert len({b for b in beats if b}) >= 5, "the heartbeat kept being refreshed"
     assert any(body["checks"].get("intake", {}).get("status") == "degraded" for _, _, body in answers)
     assert wait_for(lambda: len(receiver.requests) == 2, 10)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 from collections.abc import Callable
 
+import pytest
 import redis.asyncio as aioredis
 
 from bridge import keys
@@ -135,15 +137,20 @@ async def test_pipeline_drains_several_dlqs_and_reaps_a_dead_consumer(
 
 
 async def test_a_claim_whose_reply_was_lost_is_returned_and_processed(
-    aredis: aioredis.Redis, make_settings: Callable[..., Settings]
+    aredis: aioredis.Redis, make_settings: Callable[..., Settings], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """An entry in our own processing list that no worker holds (LMOVE reply lost)."""
+    """An entry in our own processing list that no worker holds (LMOVE reply lost), planted once
+    start-up (which returns a previous run's list) is over: the periodic sweep returns it."""
+    caplog.set_level(logging.INFO, logger="bridge.pipeline")
     settings = make_settings(sources={"reap_interval_s": 0.2})
     out = io.StringIO()
     async with open_runtime(settings, stdout=out) as runtime:
         stop = asyncio.Event()
+        before = runtime.pipeline.last_tick
         task = asyncio.create_task(runtime.pipeline.run(stop))
-        await asyncio.sleep(0.3)
+        while runtime.pipeline.last_tick == before:  # the first claim-loop tick comes after start-up
+            assert not task.done()
+            await asyncio.sleep(0.01)
         await aredis.lpush(keys.processing("dead_letter:lost", "test-1"), envelope_entry(job_id="orphan-claim"))
         for _ in range(100):
             if await aredis.llen(keys.alerted("dead_letter:lost")) == 1 and "id=orphan-claim" in out.getvalue():
@@ -151,8 +158,13 @@ async def test_a_claim_whose_reply_was_lost_is_returned_and_processed(
             await asyncio.sleep(0.05)
         stop.set()
         await asyncio.wait_for(task, 10)
+        reaped = runtime.metrics.render().decode()
     assert await aredis.llen(keys.alerted("dead_letter:lost")) == 1
     assert "id=orphan-claim" in out.getvalue()
+    messages = [r.getMessage() for r in caplog.records]
+    assert "returned an orphaned claim to dead_letter:lost" in messages, "the sweep returned it"
+    assert not any("from a previous run" in m for m in messages), "not the start-up recovery"
+    assert "dlq_bridge_reaped_entries_total 1.0" in reaped
 
 
 async def test_cancelling_the_pipeline_cancels_in_flight_deliveries_and_puts_them_back(

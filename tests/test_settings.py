@@ -118,11 +118,13 @@ events_url = "ftp://x"
         load_settings(path, {})
     problems = info.value.problems
     text = "\n".join(problems)
-    assert any(p.startswith("server.port:") for p in problems)
-    assert "redis.urll: unknown key" in problems
-    assert any("openclaw.url" in p for p in problems)
-    assert any("MISSING_SLACK_URL" in p and "not set" in p for p in problems)
-    assert any("events_url" in p for p in problems)
+    assert len(problems) == len(set(problems)), f"a problem reported twice: {problems}"
+    # each planted mistake is reported exactly once
+    assert sum(p.startswith("server.port:") for p in problems) == 1
+    assert problems.count("redis.urll: unknown key") == 1
+    assert sum("openclaw.url" in p for p in problems) == 1
+    assert sum("MISSING_SLACK_URL" in p and "not set" in p for p in problems) == 1
+    assert sum("events_url" in p for p in problems) == 1
     assert "R0UT1NGKEY-SECRET" not in text
 
 

@@ -92,6 +92,29 @@ async def test_400_is_permanent_and_the_record_holds_no_routing_key(
     assert record["body"]["dedup_key"] == "job-1"
 
 
-def test_send_errors_never_show_the_key() -> None:
+def test_the_rendered_event_holds_the_key_only_as_routing_key() -> None:
     sink = PagerDutySink("pd", SecretStr(KEY), "https://events.example/v2/enqueue", "h", http=None)  # type: ignore[arg-type]
-    assert KEY not in json.dumps(sink.render(make_alert()))
+    event = sink.render(make_alert())
+    assert KEY not in json.dumps({k: v for k, v in event.items() if k != "routing_key"})
+
+
+async def test_send_errors_never_show_the_key() -> None:
+    """PagerDuty echoing the routing key in a 400 and a 500 (raw and JSON-escaped), and a refused
+    connection: the errors carry the status, never the key."""
+    from bridge.errors import SinkError
+    from bridge.http import build_http_client
+    from bridge.settings import HttpSettings
+    from tests.support.redis_server import free_port
+
+    echo = Receiver(script=[Reply(400, body=json.dumps({"status": "invalid", "errors": [f"bad key {KEY}"]})),
+                            Reply(500, body=f"routing_key={KEY}")])
+    errors: list[SinkError] = []
+    async with serve(echo.app) as base, build_http_client(HttpSettings()) as http:
+        for url in (f"{base}/v2/enqueue", f"{base}/v2/enqueue", f"http://127.0.0.1:{free_port()}/v2/enqueue"):
+            try:
+                await PagerDutySink("pd", SecretStr(KEY), url, "h", http).send(make_alert())
+            except SinkError as exc:
+                errors.append(exc)
+    assert [e.status for e in errors] == [400, 500, None], errors
+    assert len(echo.requests) == 2 and KEY in echo.requests[0].body.decode(), "the key did go to PagerDuty"
+    assert not [str(e) for e in errors if KEY in f"{e} {e.detail}"]

@@ -151,6 +151,5 @@ async def test_slack_is_paced_per_webhook_without_slowing_other_sinks(
             await asyncio.gather(*(d.dispatcher.dispatch(a) for a in alerts))
     assert len(slack.requests) == 6 and len(hook.requests) == 3
     assert min(slack.gaps()) >= 0.2, f"two sinks on one webhook share one pace: {slack.gaps()}"
-    hook_span = hook.requests[-1].at - hook.requests[0].at
-    slack_span = slack.requests[-1].at - slack.requests[0].at
-    assert slack_span >= 1.1 and hook_span < 0.6, "the webhook sink must not wait for Slack's pace"
+    # Order, not speed: every webhook request came before Slack's pace let its third message out.
+    assert hook.requests[-1].at < sorted(r.at for r in slack.requests)[2], "the webhook must not wait for Slack's pace"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -194,11 +195,14 @@ async def test_a_lead_left_by_a_killed_replica_only_delays_the_call_until_it_exp
 
     gateway = FakeGateway()
     letter = dead_letter()
-    await aredis.set(keys.summary_lead(letter.fingerprint), "dead-replica", px=800)  # never released
-    async with replicas(make_settings, aredis, gateway) as [replica]:
+    async with replicas(make_settings, aredis, gateway) as [replica]:  # built first: it asks while held
+        await aredis.set(keys.summary_lead(letter.fingerprint), "dead-replica", px=800)  # never released
+        remaining_ms, measured_at = await aredis.pttl(keys.summary_lead(letter.fingerprint)), time.monotonic()
         summary = await replica.summarizer.summarize(letter)
     assert summary.source == "openclaw" and summary.fallback_reason is None
     assert gateway.calls == 1
+    waited = gateway.arrivals[0] - measured_at
+    assert remaining_ms > 0 and waited >= remaining_ms / 1000 - 0.01, f"{waited:.3f}s, lead {remaining_ms} ms"
 
 
 async def test_a_leader_that_fell_back_lets_the_next_replica_ask_again(

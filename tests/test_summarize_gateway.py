@@ -1,8 +1,12 @@
-"""The OpenClaw path against respx: every reply shape ends in a validated summary or a fallback."""
+"""The OpenClaw path: every reply shape ends in a validated summary or a fallback.
+
+Reply parsing runs against respx (a unit test of the client's reading); timeout, 429 and 5xx
+also run against a real gateway process boundary on loopback (`loopback` below)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -14,6 +18,7 @@ import respx
 
 from bridge import keys
 from bridge.health import Health, Status
+from bridge.http import build_http_client
 from bridge.intake import normalize
 from bridge.metrics import Metrics
 from bridge.models import DeadLetter, Summary
@@ -23,6 +28,8 @@ from bridge.summarize.factory import build_summarizer
 from bridge.summarize.prompt import unwrap_dead_letter
 from bridge.summarize.service import OpenClawSummarizer
 from tests.conftest import envelope_entry
+from tests.support.fake_gateway import FakeGateway
+from tests.support.http_server import serve
 
 GW = "http://gateway.test"
 CHAT = f"{GW}/v1/chat/completions"
@@ -211,18 +218,52 @@ async def test_429_honours_retry_after(rig: Rig) -> None:
     assert b"dlq_bridge_gateway_circuit_open 1.0" in rig.metrics.render()
 
 
-async def test_timeout_falls_back(rig_factory: Callable[..., Rig]) -> None:
-    rig = rig_factory(timeout_s=0.2)
+# --- over loopback: a real gateway process boundary (FakeGateway on uvicorn) and the bridge's own
+# HTTP client (bridge.http.build_http_client), for what the guarantees rest on: timeout, 429, 5xx.
 
-    async def slow(_request: httpx.Request) -> httpx.Response:
-        await asyncio.sleep(2)
-        return chat(json.dumps(VALID))
 
-    rig.route.mock(side_effect=slow)
-    started = asyncio.get_running_loop().time()
-    summary = await rig.summarize()
-    assert asyncio.get_running_loop().time() - started < 1.0
+@contextlib.asynccontextmanager
+async def loopback(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis, gateway: FakeGateway, **openclaw: Any
+) -> AsyncIterator[tuple[OpenClawSummarizer, Metrics, Health]]:
+    async with serve(gateway.app()) as url:
+        settings = make_settings(openclaw={"url": url, **openclaw}, environ={"OPENCLAW_GATEWAY_TOKEN": TOKEN})
+        async with build_http_client(settings.http) as http:
+            metrics, health = Metrics(), Health()
+            summarizer = build_summarizer(settings, RunbookCatalog.load(), aredis, http, metrics, health)
+            assert isinstance(summarizer, OpenClawSummarizer)
+            yield summarizer, metrics, health
+
+
+async def test_timeout_falls_back(make_settings: Callable[..., Settings], aredis: aioredis.Redis) -> None:
+    """Order, not speed: the fallback comes while the gateway is still working on the request."""
+    gateway = FakeGateway(latency_s=3.0)
+    async with loopback(make_settings, aredis, gateway, timeout_s=0.3) as (summarizer, metrics, _):
+        summary = await summarizer.summarize(dead_letter())
+        still_working = gateway.in_flight
     assert summary.source == "fallback" and summary.fallback_reason == "timeout"
+    assert gateway.calls == 1 and still_working == 1, "the bridge gave up before the gateway answered"
+    assert b'dlq_bridge_gateway_request_seconds_count{outcome="timeout"} 1.0' in metrics.render()
+
+
+async def test_over_loopback_429_holds_calls_and_500_falls_back(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    busy = FakeGateway(status=429, retry_after="30")
+    async with loopback(make_settings, aredis, busy) as (summarizer, metrics, _):
+        first = await summarizer.summarize(dead_letter())
+        second = await summarizer.summarize(dead_letter(job_name="other_job"))
+        assert (await summarizer.gate.admit()).verdict == "paused"
+        assert b"dlq_bridge_gateway_circuit_open 1.0" in metrics.render()
+    assert (first.fallback_reason, second.fallback_reason) == ("http_429", "http_429")
+    assert busy.calls == 1, "within Retry-After no call is made, even for another fingerprint"
+    await aredis.flushdb()
+    failing = FakeGateway(status=500)
+    async with loopback(make_settings, aredis, failing) as (summarizer, _, health):
+        summary = await summarizer.summarize(dead_letter())
+    assert summary.source == "fallback" and summary.fallback_reason == "http_500" and failing.calls == 1
+    check = health.get("gateway")
+    assert check is not None and check.status is Status.DEGRADED
 
 
 async def test_transport_timeout_and_connection_error(rig: Rig) -> None:

@@ -2,8 +2,8 @@
 
 1,000 entries over 20 DLQs spread across all three masters; two `dlq-bridge run`
 processes deliver them to a local webhook receiver. When a quarter is archived, a master
-(not the node the bridges were given) is killed -9; its replica is promoted about
-`cluster-node-timeout` (2 s) later, and the dead node is restarted (it rejoins as a
+(not the node the bridges were given: the one with the most work still waiting) is killed -9;
+its replica is promoted about `cluster-node-timeout` (2 s) later, and the dead node is restarted (it rejoins as a
 replica, so `WAIT 1` can be satisfied again). Checked:
 - every entry is archived exactly once;
 - both bridges' /healthz went 503 during the outage and are 200 again within 30 s of
@@ -89,10 +89,9 @@ async def seed(client: RedisCluster, cluster: LocalCluster) -> None:
 class Outage:
     """Kills a master, restarts it after the promotion, and watches both bridges' /healthz."""
 
-    def __init__(self, cluster: LocalCluster, ports: list[int]) -> None:
+    def __init__(self, cluster: LocalCluster, ports: list[int], victim: int) -> None:
         self.cluster, self.ports = cluster, ports
-        url_port = int(cluster.url.rsplit(":", 1)[1])
-        self.victim = next(p for p in cluster.primaries() if p != url_port)
+        self.victim = victim
         self.heir = cluster.replica_of(self.victim)
         self.saw_503 = False
         self.promoted_at = 0.0
@@ -139,7 +138,8 @@ async def test_two_bridges_drain_through_a_master_failover(
             started = time.monotonic()
             while sum((await archived_jobs(aredis)).values()) < KILL_AT and time.monotonic() - started < 60:
                 await asyncio.sleep(0.02)
-            outage = Outage(local_cluster, ports)
+            victim, waiting_on_victim = await busiest_master(aredis, local_cluster)
+            outage = Outage(local_cluster, ports, victim)
             await outage.run()
             drained = await drain(aredis, receiver, time.monotonic() + 90)
         finally:
@@ -157,12 +157,27 @@ async def test_two_bridges_drain_through_a_master_failover(
           f"{outage.healthy_after_s:.1f} s after the promotion; "
           f"entries {ENTRIES}: archived once {sum(1 for n in archive.values() if n == 1)}, "
           f"alerts lost {lost}, re-alerted (sent twice) {twice}; drained={drained}")
+    assert waiting_on_victim > 0, "entries were still waiting on the master that was killed"
+    assert drained, "everything was archived and nothing left in a DLQ, processing list, outbox or sink queue"
     assert outage.saw_503, "/healthz should have said 503 while a master was down"
     assert 0 <= outage.healthy_after_s <= 30, "/healthz did not come back within 30 s of the promotion"
     assert set(archive) == every and set(archive.values()) == {1}, "every entry archived exactly once"
     assert await aredis.llen(keys.UNDELIVERABLE) == 0, await aredis.lrange(keys.UNDELIVERABLE, 0, -1)
     if wait_replicas:
         assert lost == 0, "with wait_replicas = 1 no alert may be lost"
+
+
+async def busiest_master(client: RedisCluster, cluster: LocalCluster) -> tuple[int, int]:
+    """The master (not the node the bridges were given) with the most entries still waiting in its
+    DLQs or claimed in their processing lists, and that count: the kill must hit unfinished work."""
+    url_port = int(cluster.url.rsplit(":", 1)[1])
+    waiting: Counter[int] = Counter({p: 0 for p in cluster.primaries() if p != url_port})
+    for i in range(DLQS):
+        owner = cluster.owner(dlq(i))
+        if owner in waiting:
+            held = [keys.processing(dlq(i), f"fo-{n}") for n in range(2)]
+            waiting[owner] += await client.llen(dlq(i)) + sum([await client.llen(k) for k in held])
+    return waiting.most_common(1)[0]
 
 
 async def drain(client: RedisCluster, receiver: Receiver, deadline: float) -> bool:

@@ -55,15 +55,16 @@ async def test_a_dlq_slot_migrated_mid_drain_loses_and_doubles_nothing(
             while await aredis.llen(keys.alerted(DLQ)) < 50:
                 await asyncio.sleep(0.01)
             slot = keys.key_slot(DLQ.encode())
-            moved = await asyncio.to_thread(local_cluster.migrate_slot, slot, source, target, 0.3)
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and (
-                await aredis.llen(keys.alerted(DLQ)) < ENTRIES or await remaining(aredis, DLQ)
-            ):
-                await asyncio.sleep(0.1)
+            waiting_at_start = await aredis.llen(DLQ)
+            moved_keys: list[bytes] = []
+            moved = await asyncio.to_thread(local_cluster.migrate_slot, slot, source, target, 0.3, moved_keys)
+            drained = await drain(aredis, time.monotonic() + 60)
             assert proc.poll() is None, "the bridge kept running"
         finally:
             kill9(proc)
+    assert waiting_at_start > 0, "entries were still waiting in the DLQ when its slot began to move"
+    assert DLQ.encode() in moved_keys, "the DLQ itself moved while it held entries (an empty list is no key)"
+    assert drained, "everything was archived and nothing left in a DLQ, processing list, outbox or sink queue"
     assert local_cluster.owner(DLQ) == target and moved >= 2
     archive = Counter(json.loads(raw)["job_id"] for raw in await aredis.lrange(keys.alerted(DLQ), 0, -1))
     assert set(archive) == {f"m-{i}" for i in range(ENTRIES)} and set(archive.values()) == {1}
@@ -74,3 +75,12 @@ async def test_a_dlq_slot_migrated_mid_drain_loses_and_doubles_nothing(
     assert not missing and not undeliverable, (missing, undeliverable, log)
     print(f"\nreshard: {moved} keys of the DLQ's slot moved :{source} -> :{target} mid-drain; "
           f"{ENTRIES} archived once, {len(receiver.requests)} requests")
+
+
+async def drain(client: RedisCluster, deadline: float) -> bool:
+    """Until every entry is archived and nothing waits in the DLQ, a processing list, outbox or sink queue."""
+    while time.monotonic() < deadline:
+        if await client.llen(keys.alerted(DLQ)) >= ENTRIES and not await remaining(client, DLQ):
+            return True
+        await asyncio.sleep(0.1)
+    return False

@@ -23,11 +23,11 @@ from typing import Any
 import redis
 
 from tests.support.bridge_process import terminate
+from tests.support.peers import INSTALL_HINT
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCERS = ROOT / "tests" / "producers"
 AMQP_URL = os.environ.get("DLQ_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
-INSTALL_HINT = "run scripts/install-peers"
 
 
 def _wait_for(check: Any, timeout: float, what: str) -> None:
@@ -77,7 +77,7 @@ def sidekiq_dead_set(redis_url: str, *args: str) -> None:
 
 def bullmq_missing() -> str | None:
     if shutil.which("node") is None:
-        return "bullmq: no `node` on PATH"
+        return f"bullmq: no `node` on PATH ({INSTALL_HINT} needs Node and npm)"
     if not (PRODUCERS / "bullmq" / "node_modules" / "bullmq").is_dir():
         return f"bullmq: tests/producers/bullmq/node_modules is not installed ({INSTALL_HINT}: npm ci)"
     return None

@@ -43,6 +43,7 @@ class FakeGateway:
     retry_after: str | None = None
     bodies: list[bytes] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)  # time.monotonic() of each request
     in_flight: int = 0
     peak_in_flight: int = 0
     busy_for_s: float = 0.0
@@ -61,6 +62,7 @@ class FakeGateway:
 
     async def _chat(self, request: Request) -> Response:
         raw = await request.body()
+        self.arrivals.append(time.monotonic())
         self.bodies.append(raw)
         self.headers.append(dict(request.headers))
         first = self._first_call = self._first_call or time.monotonic()

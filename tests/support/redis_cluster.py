@@ -185,9 +185,12 @@ class LocalCluster:
         finally:
             client.close()
 
-    def migrate_slot(self, slot: int, source: int, target: int, pause_s: float = 0.0) -> int:
+    def migrate_slot(
+        self, slot: int, source: int, target: int, pause_s: float = 0.0, moved_keys: list[bytes] | None = None
+    ) -> int:
         """Move one slot between masters as `redis-cli --cluster reshard` does, one key at a time
-        (`pause_s` between keys keeps the slot half-moved for a while); the keys moved."""
+        (`pause_s` between keys keeps the slot half-moved for a while); the keys moved (their
+        names are appended to `moved_keys`: a list key is there only if it held entries then)."""
         src = redis.Redis(port=source, socket_timeout=10)
         dst = redis.Redis(port=target, socket_timeout=10)
         moved = 0
@@ -198,6 +201,8 @@ class LocalCluster:
             while batch := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1):
                 src.execute_command("MIGRATE", "127.0.0.1", target, "", 0, 5000, "KEYS", *batch)
                 moved += len(batch)
+                if moved_keys is not None:
+                    moved_keys.extend(batch)
                 time.sleep(pause_s)
             for port in self.primaries():
                 node = redis.Redis(port=port, socket_timeout=2)
