@@ -198,6 +198,15 @@ class Notification(BaseModel):
     last_seen: float
     queues: list[str]
     queue_counts: dict[str, int] = Field(default_factory=dict)
+    job_counts: dict[str, int] = Field(default_factory=dict)
+    """Jobs per job name ("" for jobs without one), as `queue_counts` per queue."""
+    kind_counts: dict[str, int] = Field(default_factory=dict)
+    """Jobs per source kind (`list` for a Redis list DLQ)."""
+    queue_first: dict[str, float] = Field(default_factory=dict)
+    queue_last: dict[str, float] = Field(default_factory=dict)
+    """When the group's first and last job from each queue arrived."""
+    outage: bool = False
+    """A cause group over `outage_min_queues` queues or more (docs/design.md, section 5d)."""
     sample_job_ids: list[str]
     severity: Severity
     first: Alert

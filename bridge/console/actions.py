@@ -29,6 +29,7 @@ from typing import Protocol
 import redis.asyncio as redis
 
 from bridge import keys
+from bridge.cause import cause_key
 from bridge.commands.redrive import Plan, finish_staged, move_batch
 from bridge.commands.undeliverable import retry_one
 from bridge.console.audit import AuditLog
@@ -192,12 +193,12 @@ def enqueue_resolve_seam(
     enqueue: Callable[..., Awaitable[object]],
 ) -> Resolver:
     """A Resolver over `enqueue_resolve(client, sink, dedup_key, *, idempotency_key, digest, reason, severity,
-    fingerprint, queue)` (bridge.delivery.resolve)."""
+    fingerprint, queue, cause)` (bridge.delivery.resolve)."""
 
     async def resolve(client: redis.Redis, sink: str, record: Record) -> None:
         dl = record.alert.dead_letter
         await enqueue(client, sink, dedup_key(dl.job_id), idempotency_key=record.alert.idempotency_key,
                       digest=dl.raw_digest, reason="redriven", severity=record.alert.severity,
-                      fingerprint=dl.fingerprint, queue=dl.queue)
+                      fingerprint=dl.fingerprint, queue=dl.queue, cause=cause_key(dl.last_error, dl.parse_error))
 
     return resolve

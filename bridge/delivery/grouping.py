@@ -57,8 +57,10 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bridge import keys
+from bridge.cause import cause_key
+from bridge.delivery.group_reply import build_notification
 from bridge.metrics import Metrics
-from bridge.models import Alert, GroupJob, Notification, NotificationKind, Severity
+from bridge.models import Alert, GroupJob, Notification
 from bridge.settings import SinkSettings
 from bridge.sinks.registry import SINKS
 
@@ -67,20 +69,19 @@ log = logging.getLogger(__name__)
 SAMPLES = 10
 JOBS_PER_EVENT = 500
 CLOSED_TTL_S = 7 * 24 * 3600
-_BY_RANK = {s.rank: s for s in Severity}
 
-# KEYS: due, group, jobs, job details, queues, then the same four of the previous group
+# KEYS: due, group, jobs, job details, queues, facets, gone, then the same six of the previous group
 # ARGV: group key, member, job JSON, queue, now, severity rank, first alert JSON,
-#       group_wait, group_interval
+#       group_wait, group_interval, job name, kind
 _ADD = """
-local due, h, jobs, details, queues = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local due, h, jobs, details, queues, facets = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local g, member, now = ARGV[1], ARGV[2], tonumber(ARGV[5])
 if redis.call('HEXISTS', h, 'closed_at') == 1 then
-  for i = 2, 5 do
+  for i = 2, 7 do
     if redis.call('EXISTS', KEYS[i]) == 1 then
-      redis.call('RENAME', KEYS[i], KEYS[i + 4])
+      redis.call('RENAME', KEYS[i], KEYS[i + 6])
     else
-      redis.call('DEL', KEYS[i + 4])
+      redis.call('DEL', KEYS[i + 6])
     end
   end
 end
@@ -89,6 +90,10 @@ local count = redis.call('HINCRBY', h, 'count', 1)
 redis.call('ZADD', jobs, count, member)
 redis.call('HSET', details, member, ARGV[3])
 redis.call('HINCRBY', queues, ARGV[4], 1)
+redis.call('HINCRBY', facets, 'j:' .. ARGV[10], 1)
+redis.call('HINCRBY', facets, 'k:' .. ARGV[11], 1)
+redis.call('HSETNX', facets, 'f:' .. ARGV[4], ARGV[5])
+redis.call('HSET', facets, 'l:' .. ARGV[4], ARGV[5])
 local rank = tonumber(ARGV[6])
 if count == 1 then
   redis.call('HSET', h, 'first_seen', ARGV[5], 'last_seen', ARGV[5], 'notified', 0,
@@ -111,7 +116,7 @@ end
 return 1
 """
 
-# KEYS: due, group, jobs, job details, queues
+# KEYS: due, group, jobs, job details, queues, facets
 # ARGV: group key, now, lease until, token, max jobs listed, page (1: a notification
 #       covers only the jobs it lists; the rest is due right after it)
 _CLAIM = """
@@ -140,10 +145,10 @@ for i, m in ipairs(redis.call('ZRANGE', KEYS[3], start, stop)) do
   jobs[i] = redis.call('HGET', KEYS[4], m) or ''
 end
 return {f[1], f[2], f[3], f[4], f[5], f[6] or '', f[7], f[8],
-        redis.call('HGETALL', KEYS[5]), jobs, covered}
+        redis.call('HGETALL', KEYS[5]), jobs, covered, redis.call('HGETALL', KEYS[6])}
 """
 
-# KEYS: due, group, jobs, job details, queues
+# KEYS: due, group, jobs, job details, queues, facets, gone
 # ARGV: group key, token, delivered (1/0), now, sequence, group_interval,
 #       repeat_interval, kind, closed ttl
 _NOTIFIED = """
@@ -166,7 +171,7 @@ end
 if ARGV[8] == 'repeat' then
   redis.call('ZREM', due, g)
   redis.call('HSET', h, 'closed_at', ARGV[4])
-  for i = 2, 5 do redis.call('EXPIRE', KEYS[i], tonumber(ARGV[9])) end
+  for i = 2, 7 do redis.call('EXPIRE', KEYS[i], tonumber(ARGV[9])) end
   return 2
 end
 redis.call('ZADD', due, now + tonumber(ARGV[7]), g)
@@ -185,6 +190,21 @@ end
 return 1
 """
 
+# KEYS: group, jobs, gone, then the same three of the previous group   ARGV: member
+# {1, first alert JSON} when every member of the member's group is now gone, {0, ''} otherwise
+_LEFT = """
+for base = 0, 3, 3 do
+  if redis.call('ZSCORE', KEYS[base + 2], ARGV[1]) then
+    redis.call('SADD', KEYS[base + 3], ARGV[1])
+    if redis.call('SCARD', KEYS[base + 3]) >= redis.call('ZCARD', KEYS[base + 2]) then
+      return {1, redis.call('HGET', KEYS[base + 1], 'first') or ''}
+    end
+    return {0, ''}
+  end
+end
+return {0, ''}
+"""
+
 # KEYS: due, group   ARGV: group key, token, lease until
 _RENEW = """
 if redis.call('HGET', KEYS[2], 'lease') ~= ARGV[2] then return 0 end
@@ -194,25 +214,24 @@ return 1
 
 
 def group_key(alert: Alert, group_by: str) -> str:
-    """`fp:<fingerprint>`, `queue:<queue>` or `job:<idempotency key>`."""
+    """`fp:<fingerprint>`, `queue:<queue>`, `cause:<severity>:<cause>` or `job:<idempotency key>`."""
     dl = alert.dead_letter
-    return group_key_of(group_by, dl.fingerprint, dl.queue, alert.idempotency_key)
+    cause = cause_key(dl.last_error, dl.parse_error) if group_by == "cause" else ""
+    return group_key_of(group_by, dl.fingerprint, dl.queue, alert.idempotency_key,
+                        cause=cause, severity=alert.severity.value)
 
 
-def group_key_of(group_by: str, fingerprint: str, queue: str, idempotency_key: str) -> str:
-    """`group_key` from the envelope's fields."""
+def group_key_of(
+    group_by: str, fingerprint: str, queue: str, idempotency_key: str, *, cause: str = "", severity: str = ""
+) -> str:
+    """`group_key` from the envelope's fields (`cause`: `bridge.cause.cause_key`; `severity`: the routed one)."""
     if group_by == "fingerprint" and fingerprint:
         return f"fp:{fingerprint}"
     if group_by == "queue":
         return f"queue:{queue}"
+    if group_by == "cause" and cause and severity:
+        return f"cause:{severity}:{cause}"
     return f"job:{idempotency_key}"
-
-
-def notification_kind(sequence: int, count: int, notified: int) -> NotificationKind:
-    """What the next notification of a group is (sequence = notifications sent so far)."""
-    if sequence == 0:
-        return "single" if count == 1 else "digest"
-    return "digest" if count > notified else "repeat"
 
 
 @dataclass(frozen=True)
@@ -252,6 +271,7 @@ class Grouper:
         self._claim = client.register_script(_CLAIM)
         self._notified = client.register_script(_NOTIFIED)
         self._renew = client.register_script(_RENEW)
+        self._left = client.register_script(_LEFT)
         self._send_now = client.register_script(_SEND_NOW)
         # Machine receivers (webhooks) get every job once, in pages of JOBS_PER_EVENT; people get samples.
         self._page = SINKS.of(sink_settings).every_job
@@ -267,6 +287,8 @@ class Grouper:
             keys.group_jobs(self.sink, group, previous),
             keys.group_job_details(self.sink, group, previous),
             keys.group_queues(self.sink, group, previous),
+            keys.group_facets(self.sink, group, previous),
+            keys.group_gone(self.sink, group, previous),
         ]
 
     async def add(self, alert: Alert) -> None:
@@ -277,10 +299,11 @@ class Grouper:
         """`add`, telling whether the job is new to its group (False: a replay)."""
         group, now = self.key_for(alert), self._clock()
         job = GroupJob.of(alert, now).model_dump_json()
-        s = self.settings
+        s, dl = self.settings, alert.dead_letter
         args: list[str | int | float] = [
-            group, alert.idempotency_key, job, alert.dead_letter.queue, repr(now),
+            group, alert.idempotency_key, job, dl.queue, repr(now),
             alert.severity.rank, alert.model_dump_json(), s.group_wait_s, s.group_interval_s,
+            dl.job_name or "", dl.source_kind or "list",
         ]
         both = self._keys(group) + self._keys(group, previous=True)[1:]
         added = int(await self._add(keys=both, args=args))  # 2: it opened a new group
@@ -312,7 +335,7 @@ class Grouper:
         reply = await self._claim(keys=self._keys(group), args=args)
         if not reply:
             return None
-        return build_notification(self.sink, group, token, reply)
+        return build_notification(self.sink, group, token, reply, self.settings.outage_min_queues)
 
     async def notified(self, notification: Notification, delivered: bool) -> None:
         """Record the outcome of a claimed notification (see `record`)."""
@@ -372,21 +395,17 @@ class Grouper:
                 return False
         return True
 
-    async def only_job(self, group: str, member: str) -> bool:
-        """True when `member` is the only job of `group` (open, or the cause's last closed one).
+    async def left(self, group: str, member: str) -> Alert | None:
+        """Record that `member` was redriven or left its store; the group's first alert once
+        every job of `group` (open, or the cause's last closed one) has, else None.
 
-        The group's incident is then exactly this job's, so resolving it closes nothing else
-        (a resolve on a grouped sink, `bridge.delivery.resolve`).
+        The group's incident names its first job, so the resolve that closes it carries that
+        job's dedup key (a resolve on a grouped sink, `bridge.delivery.resolve`).
         """
-        for previous in (False, True):
-            jobs = keys.group_jobs(self.sink, group, previous)
-            async with self._client.pipeline(transaction=False) as pipe:
-                pipe.zscore(jobs, member)
-                pipe.zcard(jobs)
-                score, count = await pipe.execute()
-            if score is not None:
-                return int(count) == 1
-        return False
+        names = [f(self.sink, group, previous) for previous in (False, True)
+                 for f in (keys.group, keys.group_jobs, keys.group_gone)]
+        done, first = await self._left(keys=names, args=[member])
+        return Alert.model_validate_json(_text(first)) if int(done) and first else None
 
     async def open_groups(self) -> int:
         """Groups not yet closed (each has a timer in the due index)."""
@@ -421,37 +440,3 @@ class Grouper:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def build_notification(sink: str, group: str, token: str, reply: list[Any]) -> Notification:
-    """The Notification for a `_CLAIM` reply (see the script for the order of fields)."""
-    count, notified, sequence = int(reply[0]), int(reply[1]), int(reply[2])
-    previous = _text(reply[5])
-    flat = [_text(x) for x in reply[8]]
-    queue_counts = {flat[i]: int(flat[i + 1]) for i in range(0, len(flat), 2)}
-    queues = sorted(queue_counts, key=lambda q: (-queue_counts[q], q))
-    jobs = [GroupJob.model_validate_json(_text(j)) for j in reply[9] if j]
-    kind = notification_kind(sequence, count, notified)
-    covered = int(reply[10])
-    new_count = covered - notified if kind != "repeat" else 0
-    first_seen = float(_text(reply[3]))
-    return Notification(
-        sink=sink,
-        group_key=group,
-        kind=kind,
-        sequence=sequence + 1,
-        count=count,
-        new_count=new_count,
-        previous_at=float(previous) if previous else None,
-        first_seen=first_seen,
-        last_seen=float(_text(reply[4])),
-        queues=queues,
-        queue_counts=queue_counts,
-        sample_job_ids=[j.job_id for j in jobs[:SAMPLES]],
-        severity=_BY_RANK[int(reply[6])],
-        first=Alert.model_validate_json(_text(reply[7])),
-        jobs=jobs,
-        pending=count - covered,
-        opened_at=first_seen,
-        claim=token,
-    )

@@ -10,7 +10,7 @@ from pydantic import Field
 from bridge.config.base import NAME_RE, Section
 from bridge.models import Severity
 
-GroupBy = Literal["fingerprint", "queue", "none"]
+GroupBy = Literal["cause", "fingerprint", "queue", "none"]
 
 
 class SinkSettingsBase(Section):
@@ -23,9 +23,13 @@ class SinkSettingsBase(Section):
     group_by: GroupBy = Field(
         default="none",
         description=(
-            "How alerts are grouped into one notification: `fingerprint` (one per cause), "
-            "`queue`, or `none` (one notification per job)"
+            "How alerts are grouped into one notification: `cause` (one per cause and routed severity, "
+            "across queues and kinds), `fingerprint` (one per failure of one DLQ), `queue`, or `none` "
+            "(one notification per job)"
         ),
+    )
+    outage_min_queues: int = Field(
+        default=3, ge=2, description="A cause group over this many queues is shown as an outage"
     )
     group_wait_s: float = Field(
         default=10.0, ge=0, description="Wait after a group's first job before its first notification"

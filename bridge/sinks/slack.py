@@ -186,22 +186,18 @@ def group_header(n: Notification) -> str:
     """`🔴 <title> · 2,990 jobs`: the title is cut, never the count."""
     prefix = "[TEST] " if n.first.is_test else ""
     count = f" · {digest.jobs_word(n.count)}"
-    title = esc(f"{prefix}{_EMOJI[n.severity]} {n.first.summary.title}", HEADER_CHARS - len(count))
+    title = esc(f"{prefix}{_EMOJI[n.severity]} {digest.headline(n)}", HEADER_CHARS - len(count))
     return title + count
 
 
 def group_fields(n: Notification) -> list[dict[str, Any]]:
     new = f" ({n.new_count:,} new)" if n.sequence > 1 else ""
-    items = [
-        ("Severity", n.severity.value.upper()),
-        ("Jobs", f"{n.count:,}{new}"),
-        ("Group", digest.group_label(n)),
-        ("First seen", digest.when(n.first_seen)),
-        ("Last seen", digest.when(n.last_seen)),
-    ]
-    fields = [_field(label, esc(value, QUEUES_CHARS)) for label, value in items]
-    queues = digest.queues_line(n, escape=lambda t: esc(t, 300), budget=QUEUES_CHARS)
-    fields.insert(2, _field("Queues", queues))
+    fields = [_field("Severity", n.severity.value.upper()), _field("Jobs", f"{n.count:,}{new}")]
+    escape = lambda t: esc(t, 300)  # noqa: E731
+    for label, value in digest.facts(n, escape=escape, budget=QUEUES_CHARS):
+        fields.append(_field(label, value if label in ("Job names", "Queues") else esc(value, QUEUES_CHARS)))
+    fields.append(_field("First seen", esc(digest.when(n.first_seen), 100)))
+    fields.append(_field("Last seen", esc(digest.when(n.last_seen), 100)))
     return fields
 
 
@@ -252,8 +248,8 @@ def render_group_card(n: Notification) -> dict[str, Any]:
 def group_fallback_text(n: Notification) -> str:
     prefix = "[TEST] " if n.first.is_test else ""
     text = (
-        f"{prefix}[{n.severity.value.upper()}] {n.first.summary.title}: "
-        f"{digest.change_line(n)} Queues: {digest.queues_line(n, limit=3)}"
+        f"{prefix}[{n.severity.value.upper()}] {digest.headline(n)}: "
+        f"{digest.change_line(n)} Jobs: {digest.jobs_line(n, limit=3)}. Queues: {digest.queues_line(n, limit=3)}"
     )
     return esc(text, TEXT_CHARS)
 

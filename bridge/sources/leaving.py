@@ -22,6 +22,7 @@ from typing import Protocol, cast
 
 import redis.asyncio as aioredis
 
+from bridge.cause import cause_key
 from bridge.delivery.deliver import Route
 from bridge.models import Alert
 from bridge.resolves import Reason, Resolve
@@ -60,6 +61,7 @@ def leave_note(alert: Alert, routes: Sequence[Route]) -> LeaveNote | None:
         severity=alert.severity,
         fingerprint=dl.fingerprint,
         queue=dl.queue,
+        cause=cause_key(dl.last_error, dl.parse_error),
     )
     return LeaveNote(sinks, resolve)
 
