@@ -6,6 +6,7 @@ The model only, below the sources and the sinks that make and send it; queueing 
 
 from __future__ import annotations
 
+import hashlib
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -13,6 +14,17 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from bridge import keys
 from bridge.items import item_id
 from bridge.models import Severity
+
+INCIDENT_KEY_CHARS = 255
+
+
+def incident_key(job_id: str) -> str:
+    """What a resolving sink's incident is known by: the job id, or `sha256:<hex>` of a longer one
+    (PagerDuty's `dedup_key` holds at most 255 characters); a resolve names the same key."""
+    if len(job_id) <= INCIDENT_KEY_CHARS:
+        return job_id
+    return "sha256:" + hashlib.sha256(job_id.encode()).hexdigest()
+
 
 RESOLVE_TYPE = "dlq.resolve"
 RESOLVE_PREFIX = '{"type":"dlq.resolve"'  # how `Resolve.model_dump_json()` starts (an alert never does)
@@ -25,7 +37,7 @@ class Resolve(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     type: Literal["dlq.resolve"] = "dlq.resolve"
-    dedup_key: str  # exactly what the trigger carried (`bridge.sinks.pagerduty.dedup_key(job_id)`)
+    dedup_key: str  # exactly what the trigger carried (`incident_key(job_id)`)
     idempotency_key: str  # the trigger's Idempotency-Key, e.g. `billing:<jid>`
     digest: str = ""  # the trigger's raw digest (`DeadLetter.raw_digest`)
     reason: Reason = "redriven"

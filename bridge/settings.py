@@ -21,7 +21,7 @@ import os
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, Field, PlainValidator, SerializeAsAny, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -37,7 +37,7 @@ from bridge.config.sections import (
     SeverityMode,
     SeveritySettings,
 )
-from bridge.config.sources import SourcesSettings
+from bridge.config.sources import ListSourcesSettings
 from bridge.env_config import (
     CONFIG_ENV,
     ENV_PREFIX,
@@ -55,6 +55,7 @@ from bridge.sinks.pagerduty import PagerDutySinkSettings
 from bridge.sinks.registry import SINKS
 from bridge.sinks.slack import SlackSinkSettings
 from bridge.sinks.webhook import WebhookSinkSettings
+from bridge.sources.registry import KINDS
 
 __all__ = [
     "CONFIG_ENV", "ENV_PREFIX", "NAME_RE", "ConsoleSettings", "ConsoleSinkSettings", "DeliverySettings",
@@ -62,6 +63,13 @@ __all__ = [
     "ServerSettings", "Settings", "SeverityMode", "SeveritySettings", "SinkSettings", "SlackSinkSettings",
     "SourcesSettings", "WebhookSinkSettings", "check_http_url", "default_consumer_id", "load_settings",
 ]
+
+if TYPE_CHECKING:
+    SourcesSettings = ListSourcesSettings
+else:
+    SourcesSettings = KINDS.tables_model("SourcesSettings", ListSourcesSettings)
+"""`[sources]`: the list keys (bridge/config/sources.py) and one `[[sources.<kind>]]` array per kind
+of bridge/sources/registry.py."""
 
 SinkSettings = SinkSettingsBase
 """A validated `[[sinks]]` table: the model of its type's plug-in (bridge/sinks/registry.py)."""

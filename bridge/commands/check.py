@@ -22,7 +22,6 @@ from urllib.parse import urlsplit
 import httpx
 import redis.asyncio as redis
 
-from bridge.commands import kind_sources
 from bridge.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -40,6 +39,7 @@ from bridge.redis_client import probe as redis_problem
 from bridge.runbooks import RunbookCatalog
 from bridge.settings import CONFIG_ENV, Settings, SinkSettings, unknown_env_variables
 from bridge.sinks.registry import SINKS
+from bridge.sources import refs as kind_sources
 
 OK, FAIL, SKIP, WARN = "ok", "FAIL", "skip", "warn"
 

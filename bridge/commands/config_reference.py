@@ -28,6 +28,7 @@ from pydantic_core import PydanticUndefined
 from bridge.secret_fields import secret_spec
 from bridge.settings import Settings
 from bridge.sinks.registry import SINKS
+from bridge.sources.registry import KINDS
 
 START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 DEFAULT_OVERRIDES = {"redis.consumer_id": "the host name (pod name in Kubernetes)"}
@@ -57,16 +58,8 @@ def sections() -> list[tuple[str, str, type[BaseModel]]]:
 
 
 def _kind_models() -> list[tuple[str, str, type[BaseModel]]]:
-    """`[[sources.<kind>]]` tables: the list-of-model fields of `[sources]` (docs/sources.md)."""
-    sources = Settings.model_fields["sources"].annotation
-    assert isinstance(sources, type) and issubclass(sources, BaseModel)
-    found = []
-    for name, field in sources.model_fields.items():
-        if get_origin(field.annotation) is list:
-            model = _model_of(get_args(field.annotation)[0])
-            if model is not None:
-                found.append((f"[[sources.{name}]]", f"kinds.{name}", model))
-    return found
+    """`[[sources.<kind>]]` tables, one per kind plug-in (docs/sources.md)."""
+    return [(f"[[sources.{p.kind}]]", f"kinds.{p.kind}", p.settings) for p in KINDS]
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:

@@ -1,23 +1,18 @@
-"""`[sources]`: how the `dead_letter:*` lists are drained, and the `[[sources.<kind>]]` tables."""
+"""`[sources]`: how the `dead_letter:*` lists are drained.
+
+The `[[sources.<kind>]]` arrays are added from the kind registry (bridge/settings.py).
+"""
 
 from __future__ import annotations
 
 from pydantic import Field, model_validator
 
 from bridge.config.base import Section
-from bridge.sources.config import (
-    BullMQSourceSettings,
-    KindSources,
-    RabbitMQSourceSettings,
-    RedisStreamSourceSettings,
-    RQSourceSettings,
-    SidekiqSourceSettings,
-    SqsSourceSettings,
-    duplicate_source_name,
-)
 
 
-class SourcesSettings(Section):
+class ListSourcesSettings(Section):
+    """`[sources]` without the kind arrays: bridge/settings.py adds one per kind of bridge/sources/registry.py."""
+
     match: str = Field(default="dead_letter:*", description="SCAN pattern of the DLQ lists (never KEYS).")
     archive_max: int = Field(
         default=10_000, ge=1, description="Finished entries kept per DLQ in `dlq_bridge:alerted:<ref>`."
@@ -66,49 +61,8 @@ class SourcesSettings(Section):
         "past it the entry is quarantined.",
     )
 
-    sidekiq: list[SidekiqSourceSettings] = Field(
-        default_factory=list, description="`[[sources.sidekiq]]`: Sidekiq dead sets, watched (see docs/sources.md)."
-    )
-    bullmq: list[BullMQSourceSettings] = Field(
-        default_factory=list, description="`[[sources.bullmq]]`: BullMQ failed sets, watched (see docs/sources.md)."
-    )
-    rq: list[RQSourceSettings] = Field(
-        default_factory=list, description="`[[sources.rq]]`: RQ failed registries, watched (see docs/sources.md)."
-    )
-    redis_stream: list[RedisStreamSourceSettings] = Field(
-        default_factory=list,
-        description="`[[sources.redis_stream]]`: dead-letter streams, consumed (see docs/sources.md).",
-    )
-    rabbitmq: list[RabbitMQSourceSettings] = Field(
-        default_factory=list,
-        description="`[[sources.rabbitmq]]`: queues bound to a dead-letter exchange, consumed (see docs/sources.md).",
-    )
-    sqs: list[SqsSourceSettings] = Field(
-        default_factory=list, description="`[[sources.sqs]]`: SQS dead-letter queues, consumed (see docs/sources.md)."
-    )
-
-    def kinds(self) -> KindSources:
-        """The configured kind sources (names checked unique)."""
-        return KindSources(
-            sidekiq=self.sidekiq,
-            bullmq=self.bullmq,
-            rq=self.rq,
-            redis_stream=self.redis_stream,
-            rabbitmq=self.rabbitmq,
-            sqs=self.sqs,
-        )
-
     @model_validator(mode="after")
-    def _unique_kind_names(self) -> SourcesSettings:
-        problem = duplicate_source_name(
-            [*self.sidekiq, *self.bullmq, *self.rq, *self.redis_stream, *self.rabbitmq, *self.sqs]
-        )
-        if problem:
-            raise ValueError(problem)
-        return self
-
-    @model_validator(mode="after")
-    def _heartbeat_outlives_interval(self) -> SourcesSettings:
+    def _heartbeat_outlives_interval(self) -> ListSourcesSettings:
         if self.heartbeat_ttl_s <= self.heartbeat_interval_s:
             raise ValueError("sources.heartbeat_ttl_s must be longer than heartbeat_interval_s")
         return self

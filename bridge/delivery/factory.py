@@ -17,7 +17,8 @@ from bridge.delivery.monitor import QueueMonitor
 from bridge.delivery.orphans import warn_of_orphan_sink_queues
 from bridge.delivery.queue import SinkQueue
 from bridge.delivery.undeliverable import UndeliverableStore
-from bridge.delivery.worker import Delivery, Grouper, SinkWorker
+from bridge.delivery.worker import Grouper, SinkWorker
+from bridge.delivery.workers import Delivery
 from bridge.handoff import HandOff
 from bridge.health import Health, Status
 from bridge.metrics import Metrics

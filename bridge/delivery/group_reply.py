@@ -1,4 +1,4 @@
-"""The Notification for a group's claim reply (`bridge.delivery.grouping`, the `_CLAIM` script).
+"""The Notification for a group's claim reply (`bridge.delivery.grouping_scripts.CLAIM_LUA`).
 
 The reply lists the group's counters, its first alert, its queue counts, the jobs the
 notification lists and the group's facets: jobs per job name and per kind, first and last seen
@@ -42,7 +42,7 @@ def _facets(flat: list[Any]) -> dict[str, dict[str, str]]:
 
 
 def build_notification(sink: str, group: str, token: str, reply: list[Any], outage_min_queues: int = 3) -> Notification:
-    """The Notification for a `_CLAIM` reply (see the script for the order of fields)."""
+    """The Notification for a `CLAIM_LUA` reply (see the script for the order of fields)."""
     count, notified, sequence = int(reply[0]), int(reply[1]), int(reply[2])
     previous = _text(reply[5])
     queue_counts = {q: int(n) for q, n in _pairs(reply[8])}

@@ -49,7 +49,7 @@ async def enqueue_resolve(
 
     From a `DeadLetter` `dl` whose alert went to `sink`:
 
-        enqueue_resolve(client, sink, pagerduty.dedup_key(dl.job_id),
+        enqueue_resolve(client, sink, incident_key(dl.job_id),
                         idempotency_key=dl.idempotency_key, digest=dl.raw_digest,
                         fingerprint=dl.fingerprint, queue=dl.queue, reason="redriven",
                         cause=cause_key(dl.last_error, dl.parse_error))

@@ -9,7 +9,6 @@ routing key is a secret: `render()` leaves it out, only `send()` adds it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +18,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from bridge.config.base import check_http_url
 from bridge.models import Alert, Notification
-from bridge.resolves import Resolve
+from bridge.resolves import INCIDENT_KEY_CHARS, Resolve, incident_key
 from bridge.secret_fields import RequiredSecret, secret_env, secret_file
 from bridge.sinks import digest
 from bridge.sinks.config import GroupBy, SinkSettingsBase
@@ -27,16 +26,14 @@ from bridge.sinks.http_errors import post
 from bridge.sinks.plugin import Pace, SinkContext, SinkPlugin
 
 SUMMARY_CHARS = 1024
-DEDUP_CHARS = 255
+DEDUP_CHARS = INCIDENT_KEY_CHARS
 ERROR_CHARS = 8000
 FIELD_CHARS = 2000
 
 
 def dedup_key(job_id: str) -> str:
-    """The job id, or `sha256:<hex>` of it when it is too long for PagerDuty."""
-    if len(job_id) <= DEDUP_CHARS:
-        return job_id
-    return "sha256:" + hashlib.sha256(job_id.encode()).hexdigest()
+    """The job id, or `sha256:<hex>` of it when it is too long for PagerDuty (`incident_key`)."""
+    return incident_key(job_id)
 
 
 def _cut(text: str | None, limit: int) -> str | None:
