@@ -5,8 +5,8 @@ The model is Alertmanager's aggregation group (`group_wait`, `group_interval`,
 so any replica can add to a group and exactly one sends each notification
 (docs/design.md, section 5b).
 
-A group is keyed per sink by `fp:<fingerprint>`, `queue:<queue>` or
-`job:<idempotency key>` (the sink's `group_by`). Its life:
+A group is keyed per sink by `cause:<severity>:<cause>` (docs/design.md, section 5d),
+`fp:<fingerprint>`, `queue:<queue>` or `job:<idempotency key>` (the sink's `group_by`). Its life:
 
     first job ──group_wait──▶ #1  single (1 job: the ordinary card) or digest
        │                       │
@@ -31,7 +31,9 @@ sink; names in `bridge.keys`):
     dlq_bridge:group:{S}:jobs:<G>      ZSET idempotency key → arrival number
     dlq_bridge:group:{S}:job:<G>       HASH idempotency key → GroupJob JSON
     dlq_bridge:group:{S}:queues:<G>    HASH queue → jobs from it
-    dlq_bridge:group:{S}:prev-…:<G>    the same four for the cause's last closed
+    dlq_bridge:group:{S}:facets:<G>    HASH j:<job name>, k:<kind> → jobs; f:/l:<queue> → first/last
+    dlq_bridge:group:{S}:gone:<G>      SET members redriven or gone (all: the incident resolves)
+    dlq_bridge:group:{S}:prev-…:<G>    the same six for the cause's last closed
                                         group (renamed when a new one opens; they
                                         expire 7 days after closing)
 

@@ -237,15 +237,19 @@ class PagerDutySinkSettings(SinkSettingsBase):
     events_per_minute: float = Field(default=120.0, gt=0, description="Pacing per routing key.")
     source: str | None = Field(default=None, description="PagerDuty `payload.source` (default: the consumer id).")
     group_by: GroupBy = Field(
-        default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
+        default="cause",
+        description=(
+            "How alerts are grouped: `cause` (one incident per outage across queues and kinds, split by "
+            "routed severity), `fingerprint`, `queue` or `none`"
+        ),
     )
     resolve_on_retry: bool = Field(
         default=True,
         description=(
             "Send `event_action: resolve` with the trigger's dedup_key when an alerted job is retried or "
             "deleted by hand: it left a Sidekiq dead set, BullMQ failed set or RQ failed registry without "
-            "being trimmed (docs/sources.md), or the console redrove it. On a grouped sink only a group of "
-            "that one job is resolved"
+            "being trimmed (docs/sources.md), or the console redrove it. On a grouped sink the group's incident "
+            "is resolved once every job of the group has left"
         ),
     )
 
