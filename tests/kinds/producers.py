@@ -108,10 +108,13 @@ def rq_missing() -> str | None:
     return None
 
 
-def produce_rq(redis_url: str, queue: str, count: int, failure_ttl: int | None = None) -> list[str]:
+def produce_rq(
+    redis_url: str, queue: str, count: int, failure_ttl: int | None = None, job: str = "charge_card"
+) -> list[str]:
     """Enqueue jobs that raise, then run a real `rq worker --burst` process over them.
 
-    `failure_ttl`: how long RQ keeps each in its failed registry (RQ's default: a year).
+    `failure_ttl`: how long RQ keeps each in its failed registry (RQ's default: a year);
+    `job`: the function of tests/producers/rq_jobs.py the jobs run.
     """
     from rq import Queue
 
@@ -119,7 +122,7 @@ def produce_rq(redis_url: str, queue: str, count: int, failure_ttl: int | None =
     try:
         rq_queue = Queue(queue, connection=client)
         jobs = [
-            rq_queue.enqueue("tests.producers.rq_jobs.charge_card", i + 1, token="tok-s3cret", failure_ttl=failure_ttl)
+            rq_queue.enqueue(f"tests.producers.rq_jobs.{job}", i + 1, token="tok-s3cret", failure_ttl=failure_ttl)
             for i in range(count)
         ]
     finally:
