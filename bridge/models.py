@@ -153,6 +153,8 @@ class GroupJob(BaseModel):
     raw_digest: str = ""
     severity: Severity = Severity.INFO
     added_at: float = 0.0
+    source_key: str = ""  # the DLQ it came from: a cause group spans many (the console redrives each from its own)
+    source_kind: str | None = None
 
     @classmethod
     def of(cls, alert: Alert, added_at: float, error_chars: int = 500) -> GroupJob:
@@ -170,6 +172,8 @@ class GroupJob(BaseModel):
             raw_digest=dl.raw_digest,
             severity=alert.severity,
             added_at=added_at,
+            source_key=dl.source_key,
+            source_kind=dl.source_kind,
         )
 
 

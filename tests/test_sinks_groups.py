@@ -239,8 +239,8 @@ async def test_a_storm_through_grouper_and_real_receivers_pages_once_per_cause(a
         groupers = {
             "slack": Grouper(aredis, SlackSinkSettings(name="team-slack", type="slack", url=f"{base}/s"),
                              lambda: now[0]),
-            "pagerduty": Grouper(aredis, PagerDutySinkSettings(name="pd", type="pagerduty", routing_key="k"),
-                                 lambda: now[0]),
+            "pagerduty": Grouper(aredis, PagerDutySinkSettings(name="pd", type="pagerduty", routing_key="k",
+                                                               group_by="fingerprint"), lambda: now[0]),
         }
 
         async def tick(seconds: float) -> None:
