@@ -15,12 +15,11 @@ a share of unrelated errors. For each of `group_by = "fingerprint"` and `"cause"
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
 
 import redis.asyncio as aioredis
 
-from bench.common import bench_redis_url
+from bench.common import on_bench_redis
 from bridge.delivery.grouping import Grouper, group_key
 from bridge.models import Alert
 from bridge.settings import SlackSinkSettings
@@ -96,12 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=3000)
     args = parser.parse_args()
-    url, server = bench_redis_url(BENCH_DB)
-    try:
-        asyncio.run(main_async(url, args.jobs))
-    finally:
-        if server:
-            server.stop()
+    on_bench_redis(BENCH_DB, lambda url: main_async(url, args.jobs))
 
 
 if __name__ == "__main__":

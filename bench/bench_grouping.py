@@ -15,7 +15,7 @@ import time
 
 import redis.asyncio as aioredis
 
-from bench.common import bench_redis_url
+from bench.common import on_bench_redis
 from bridge import keys
 from bridge.delivery.grouping import Grouper
 from bridge.settings import SlackSinkSettings, WebhookSinkSettings
@@ -67,12 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=3000)
     args = parser.parse_args()
-    url, server = bench_redis_url(BENCH_DB)
-    try:
-        asyncio.run(main_async(url, args.jobs))
-    finally:
-        if server:
-            server.stop()
+    on_bench_redis(BENCH_DB, lambda url: main_async(url, args.jobs))
 
 
 if __name__ == "__main__":

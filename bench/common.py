@@ -9,7 +9,7 @@ import resource
 import socket
 import tempfile
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,6 +31,16 @@ def bench_redis_url(db: int = 14) -> tuple[str, EmbeddedRedis | None]:
     server = EmbeddedRedis(Path(tempfile.mkdtemp(prefix="dlqb-bench-")), _free_port(), appendonly=False)
     server.start()
     return f"redis://127.0.0.1:{server.port}/{db}", server
+
+
+def on_bench_redis(db: int, main: Callable[[str], Coroutine[Any, Any, T]]) -> T:
+    """Run `main(url)` against `bench_redis_url(db)`, stopping a private server afterwards."""
+    url, server = bench_redis_url(db)
+    try:
+        return asyncio.run(main(url))
+    finally:
+        if server:
+            server.stop()
 
 
 def _free_port() -> int:

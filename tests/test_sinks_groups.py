@@ -290,6 +290,7 @@ async def test_an_outage_card_names_cause_dependency_jobs_and_queues_on_every_si
     assert "sync_inventory ×271 · reindex ×12" in flat
     assert "cause: postgres-primary:5432 unreachable" in flat and "postgres-primary:5432" in flat
     assert "queue-00 ×250" in flat and "and 2 more queues" in flat
+    assert "queue-00 ×250, 08:00:00–08:00:00 UTC" in flat  # each queue's first and last arrival
     assert n.first.dead_letter.fingerprint not in flat  # the label is words, not a hash
     event = render_group_event(n, "bridge")
     assert event["payload"]["summary"].startswith(title + " (283 jobs; sync_inventory ×271 · reindex ×12;")

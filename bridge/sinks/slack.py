@@ -215,6 +215,7 @@ def group_blocks(n: Notification) -> list[dict[str, Any]]:
     blocks = [
         _section(f"*{esc(digest.change_line(n), 500)}*"),
         {"type": "section", "fields": group_fields(n)},
+        *_spans(n),
         _section(f"*Likely cause*\n{esc(summary.likely_cause, TEXT_CHARS)}"),
         _section(f"*Next steps*\n{steps}"),
     ]
@@ -226,6 +227,13 @@ def group_blocks(n: Notification) -> list[dict[str, Any]]:
     context = f"{digest.title(n)} · {esc(digest.group_label(n), 300)} · {source_text(alert)}"
     blocks.append({"type": "context", "elements": [_mrkdwn(context)]})
     return blocks
+
+
+def _spans(n: Notification) -> list[dict[str, Any]]:
+    """A cause group's queues with their first and last times (the fields hold only counts)."""
+    if not n.group_key.startswith("cause:"):
+        return []
+    return [_section("*Queues, first–last*\n" + "\n".join(esc(line, 200) for line in digest.queue_spans(n)))]
 
 
 def render_group_card(n: Notification) -> dict[str, Any]:
