@@ -183,9 +183,9 @@ MAX_TOTAL_CHARS = 12000  # Slack rejects long block sets (msg_blocks_too_long) n
 
 
 def group_header(n: Notification) -> str:
-    """`🔴 <title> · 2,990 jobs`: the title is cut, never the count."""
+    """`🔴 <title> · 2,990 jobs`: the title is cut, never the count (an outage's title ends with it)."""
     prefix = "[TEST] " if n.first.is_test else ""
-    count = f" · {digest.jobs_word(n.count)}"
+    count = "" if n.outage else f" · {digest.jobs_word(n.count)}"  # an outage's title holds the count
     title = esc(f"{prefix}{_EMOJI[n.severity]} {digest.headline(n)}", HEADER_CHARS - len(count))
     return title + count
 
