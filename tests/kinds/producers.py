@@ -47,13 +47,15 @@ def sidekiq_missing() -> str | None:
     return None
 
 
-def produce_sidekiq(redis_url: str, count: int) -> None:
+def produce_sidekiq(redis_url: str, count: int, worker: str = "ChargeCardWorker", queue: str = "billing") -> None:
+    """`count` jobs of `worker` (tests/producers/sidekiq/worker.rb, on `queue`) fail into the dead set."""
     env = {**os.environ, "REDIS_URL": redis_url}
-    subprocess.run(["ruby", "enqueue.rb", str(count)], cwd=PRODUCERS / "sidekiq", env=env, check=True, timeout=60)
+    subprocess.run(["ruby", "enqueue.rb", str(count), worker], cwd=PRODUCERS / "sidekiq", env=env, check=True,
+                   timeout=60)
     client = redis.Redis.from_url(redis_url)
     before = int(client.zcard("dead"))
     worker = subprocess.Popen(
-        ["sidekiq", "-r", "./worker.rb", "-q", "billing", "-c", "1", "-t", "1"],
+        ["sidekiq", "-r", "./worker.rb", "-q", queue, "-c", "1", "-t", "1"],
         cwd=PRODUCERS / "sidekiq",
         env=env,
         stdout=subprocess.DEVNULL,
