@@ -14,12 +14,11 @@ a share of unrelated errors. For each of `group_by = "fingerprint"` and `"cause"
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import redis.asyncio as aioredis
 
-from bench.common import on_bench_redis
+from bench.common import jobs_bench_main
 from bridge.delivery.grouping import Grouper, group_key
 from bridge.models import Alert
 from bridge.settings import SlackSinkSettings
@@ -92,10 +91,7 @@ async def main_async(url: str, jobs: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--jobs", type=int, default=3000)
-    args = parser.parse_args()
-    on_bench_redis(BENCH_DB, lambda url: main_async(url, args.jobs))
+    jobs_bench_main(__doc__ or "", BENCH_DB, main_async)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -41,6 +42,14 @@ def on_bench_redis(db: int, main: Callable[[str], Coroutine[Any, Any, T]]) -> T:
     finally:
         if server:
             server.stop()
+
+
+def jobs_bench_main(doc: str, db: int, main: Callable[[str, int], Coroutine[Any, Any, None]]) -> None:
+    """The `main()` of a bench taking `--jobs N` (default 3000): parse it, run `main(url, N)`."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=3000)
+    jobs = parser.parse_args().jobs
+    on_bench_redis(db, lambda url: main(url, jobs))
 
 
 def _free_port() -> int:
