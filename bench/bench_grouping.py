@@ -9,13 +9,12 @@ times a claim of a 10,000-member group and of a webhook page of 500 jobs.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import time
 
 import redis.asyncio as aioredis
 
-from bench.common import bench_redis_url
+from bench.common import jobs_bench_main
 from bridge import keys
 from bridge.delivery.grouping import Grouper
 from bridge.settings import SlackSinkSettings, WebhookSinkSettings
@@ -64,15 +63,7 @@ async def main_async(url: str, jobs: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--jobs", type=int, default=3000)
-    args = parser.parse_args()
-    url, server = bench_redis_url(BENCH_DB)
-    try:
-        asyncio.run(main_async(url, args.jobs))
-    finally:
-        if server:
-            server.stop()
+    jobs_bench_main(__doc__ or "", BENCH_DB, main_async)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -9,7 +10,7 @@ import resource
 import socket
 import tempfile
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,6 +32,24 @@ def bench_redis_url(db: int = 14) -> tuple[str, EmbeddedRedis | None]:
     server = EmbeddedRedis(Path(tempfile.mkdtemp(prefix="dlqb-bench-")), _free_port(), appendonly=False)
     server.start()
     return f"redis://127.0.0.1:{server.port}/{db}", server
+
+
+def on_bench_redis(db: int, main: Callable[[str], Coroutine[Any, Any, T]]) -> T:
+    """Run `main(url)` against `bench_redis_url(db)`, stopping a private server afterwards."""
+    url, server = bench_redis_url(db)
+    try:
+        return asyncio.run(main(url))
+    finally:
+        if server:
+            server.stop()
+
+
+def jobs_bench_main(doc: str, db: int, main: Callable[[str, int], Coroutine[Any, Any, None]]) -> None:
+    """The `main()` of a bench taking `--jobs N` (default 3000): parse it, run `main(url, N)`."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=3000)
+    jobs = parser.parse_args().jobs
+    on_bench_redis(db, lambda url: main(url, jobs))
 
 
 def _free_port() -> int:

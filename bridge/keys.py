@@ -362,6 +362,16 @@ def group_queues(sink: str, group_key: str, previous: bool = False) -> str:
     return _group_part("queues", sink, group_key, previous)
 
 
+def group_facets(sink: str, group_key: str, previous: bool = False) -> str:
+    """HASH `j:<job name>` / `k:<kind>` → jobs; `f:<queue>` / `l:<queue>` → first / last seen there."""
+    return _group_part("facets", sink, group_key, previous)
+
+
+def group_gone(sink: str, group_key: str, previous: bool = False) -> str:
+    """SET of the group's members redriven or gone from their store (all gone: its incident resolves)."""
+    return _group_part("gone", sink, group_key, previous)
+
+
 # --- Console (docs/design.md, section "Console and JSON API") -------------------------------
 # Entry records and hand-off counts live in the source's slot (written by the hand-off script);
 # silences and the audit list are small fleet-wide keys read off the hot path.

@@ -153,6 +153,8 @@ class GroupJob(BaseModel):
     raw_digest: str = ""
     severity: Severity = Severity.INFO
     added_at: float = 0.0
+    source_key: str = ""  # the DLQ it came from: a cause group spans many (the console redrives each from its own)
+    source_kind: str | None = None
 
     @classmethod
     def of(cls, alert: Alert, added_at: float, error_chars: int = 500) -> GroupJob:
@@ -170,6 +172,8 @@ class GroupJob(BaseModel):
             raw_digest=dl.raw_digest,
             severity=alert.severity,
             added_at=added_at,
+            source_key=dl.source_key,
+            source_kind=dl.source_kind,
         )
 
 
@@ -198,6 +202,15 @@ class Notification(BaseModel):
     last_seen: float
     queues: list[str]
     queue_counts: dict[str, int] = Field(default_factory=dict)
+    job_counts: dict[str, int] = Field(default_factory=dict)
+    """Jobs per job name ("" for jobs without one), as `queue_counts` per queue."""
+    kind_counts: dict[str, int] = Field(default_factory=dict)
+    """Jobs per source kind (`list` for a Redis list DLQ)."""
+    queue_first: dict[str, float] = Field(default_factory=dict)
+    queue_last: dict[str, float] = Field(default_factory=dict)
+    """When the group's first and last job from each queue arrived."""
+    outage: bool = False
+    """A cause group over `outage_min_queues` queues or more (docs/design.md, section 5d)."""
     sample_job_ids: list[str]
     severity: Severity
     first: Alert

@@ -42,8 +42,9 @@ class Resolve(BaseModel):
     digest: str = ""  # the trigger's raw digest (`DeadLetter.raw_digest`)
     reason: Reason = "redriven"
     severity: Severity = Severity.ERROR  # the trigger's severity: the resolve queues in the same band
-    fingerprint: str = ""  # the dead letter's fingerprint and queue: a grouped sink finds the job's group
+    fingerprint: str = ""  # the dead letter's fingerprint, queue and cause: a grouped sink finds the job's group
     queue: str = ""
+    cause: str = ""  # `bridge.cause.cause_key` of the dead letter's error
 
     @property
     def ledger_key_part(self) -> str:

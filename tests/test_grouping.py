@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
 from bridge import keys
@@ -374,3 +375,61 @@ async def test_a_queue_named_like_a_key_suffix_is_its_own_group(aredis: aioredis
         "orders", "orders:job", "orders:jobs", "orders:queues", "orders:state"
     ]
     assert all(n.count == 2 for n in claimed)
+
+
+PG_DOWN = ("PG::ConnectionBad: could not connect to server: Connection refused\n"
+           '\tIs the server running on host "postgres-primary" (10.0.0.7) and accepting\n'
+           "\tTCP/IP connections on port 5432?")
+
+
+def outage_job(n: int, queue: str, *, name: str = "sync_inventory", kind: str | None = None,
+               severity: Severity = Severity.ERROR, error: str = PG_DOWN) -> Alert:
+    return make_alert(queue=queue, job_id=f"{queue}-{n}", fingerprint=f"fp-{queue}", severity=severity,
+                      last_error=error.replace("10.0.0.7", f"10.0.0.{n % 7}"), job_name=name, source_kind=kind)
+
+
+async def test_one_cause_over_many_queues_and_kinds_is_one_group_that_says_so(aredis: aioredis.Redis) -> None:
+    clock = Clock()
+    grouper = Grouper(aredis, slack(group_by="cause"), clock)
+    queues = [f"q{i:02d}" for i in range(12)]
+    for i, queue in enumerate(queues):
+        kind = ("sidekiq", "rq", None)[i % 3]
+        for n in range(10):
+            clock.advance(0.1)
+            await grouper.add(outage_job(n, queue, kind=kind, name="reindex" if n == 9 else "sync_inventory"))
+    clock.advance(10)
+    [n] = await deliver_all(grouper)
+    assert n.count == 120 and len(n.queues) == 12 and n.outage
+    assert n.group_key.startswith("cause:error:")
+    assert n.job_counts == {"sync_inventory": 108, "reindex": 12}
+    assert n.kind_counts == {"sidekiq": 40, "rq": 40, "list": 40}
+    assert n.queue_first["q00"] == pytest.approx(T0 + 0.1) and n.queue_last["q11"] == pytest.approx(T0 + 12.0)
+    assert await grouper.open_groups() == 1
+
+
+async def test_cause_groups_never_cross_severity_or_another_dependency(aredis: aioredis.Redis) -> None:
+    clock = Clock()
+    grouper = Grouper(aredis, slack(group_by="cause"), clock)
+    await grouper.add(outage_job(1, "orders"))
+    await grouper.add(outage_job(2, "billing", severity=Severity.CRITICAL))
+    await grouper.add(outage_job(3, "search", error=PG_DOWN.replace("postgres-primary", "postgres-replica")))
+    await grouper.add(outage_job(4, "emails"))
+    clock.advance(10)
+    notes = await deliver_all(grouper)
+    assert sorted((n.count, tuple(n.queues)) for n in notes) == [
+        (1, ("billing",)), (1, ("search",)), (2, ("emails", "orders"))]
+
+
+async def test_a_cause_group_resolves_once_every_job_has_left(aredis: aioredis.Redis) -> None:
+    clock = Clock()
+    grouper = Grouper(aredis, slack(group_by="cause"), clock)
+    alerts = [outage_job(n, q) for n, q in enumerate(["orders", "billing", "search"])]
+    for alert in alerts:
+        await grouper.add(alert)
+    group = grouper.key_for(alerts[0])
+    assert {grouper.key_for(a) for a in alerts} == {group}
+    assert await grouper.left(group, alerts[1].idempotency_key) is None
+    assert await grouper.left(group, "not-a-member") is None
+    assert await grouper.left(group, alerts[2].idempotency_key) is None
+    first = await grouper.left(group, alerts[0].idempotency_key)
+    assert first is not None and first.idempotency_key == alerts[0].idempotency_key

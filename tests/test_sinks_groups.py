@@ -143,7 +143,7 @@ async def test_slack_digest_of_10000_hostile_members_stays_within_limits(aredis:
     assert len(json.dumps(card["blocks"], ensure_ascii=False)) < 16_000
     assert sum(len(t) for t in all_texts(card)) <= 12_000
     flat = "\n".join(all_texts(card))
-    assert "+37 more queues" in flat and "10,000 jobs" in card["blocks"][0]["text"]["text"]
+    assert "and 37 more queues" in flat and "10,000 jobs" in card["blocks"][0]["text"]["text"]
     assert card["blocks"][0]["text"]["text"].startswith("🚨")
 
 
@@ -157,7 +157,8 @@ def test_pagerduty_one_alert_per_group_keyed_by_the_first_job() -> None:
     assert one["event_action"] == two["event_action"] == "trigger"
     payload = one["payload"]
     assert payload["severity"] == "critical"  # the group's routed severity
-    assert payload["summary"] == "ship_order failed on orders (40 jobs; queues orders ×30 · billing ×10)"
+    summary = "ship_order failed on orders (40 jobs; ship_order ×40; queues orders ×30 · billing ×10)"
+    assert payload["summary"] == summary
     details = payload["custom_details"]
     assert details["count"] == 40 and details["queues"] == {"orders": 30, "billing": 10}
     assert details["samples"] == [f"orders:job-{i}" for i in range(10)]
@@ -238,8 +239,8 @@ async def test_a_storm_through_grouper_and_real_receivers_pages_once_per_cause(a
         groupers = {
             "slack": Grouper(aredis, SlackSinkSettings(name="team-slack", type="slack", url=f"{base}/s"),
                              lambda: now[0]),
-            "pagerduty": Grouper(aredis, PagerDutySinkSettings(name="pd", type="pagerduty", routing_key="k"),
-                                 lambda: now[0]),
+            "pagerduty": Grouper(aredis, PagerDutySinkSettings(name="pd", type="pagerduty", routing_key="k",
+                                                               group_by="fingerprint"), lambda: now[0]),
         }
 
         async def tick(seconds: float) -> None:
@@ -264,3 +265,39 @@ async def test_a_storm_through_grouper_and_real_receivers_pages_once_per_cause(a
     assert len({e["dedup_key"] for e in pd}) == 2  # one PagerDuty alert per cause
     assert [e["payload"]["custom_details"]["count"] for e in pd][-1] == 160
     assert "10 more since 2027-01-15 08:00:10 UTC, 160 in all." in json.dumps(slack[-1], ensure_ascii=False)
+
+
+async def test_an_outage_card_names_cause_dependency_jobs_and_queues_on_every_sink(aredis: aioredis.Redis) -> None:
+    """12 queues, one cause: the title says what is down and how wide, never a hash or one queue."""
+    from bridge.sinks.console import render_group_card as console_card
+    from bridge.sinks.pagerduty import render_group_event
+    from bridge.sinks.webhook import render_group_body
+    from tests.test_grouping import Clock, outage_job
+
+    clock = Clock(T0)
+    grouper = Grouper(aredis, SlackSinkSettings(name="s", type="slack", url="http://127.0.0.1:9/h", group_by="cause"),
+                      clock)
+    for i in range(12):
+        for n in range(3 if i else 250):
+            await grouper.add(outage_job(n, f"queue-{i:02d}", name="reindex" if n == 1 else "sync_inventory"))
+    clock.advance(10)
+    [n] = await grouper.claim_due()
+    title = "postgres-primary:5432 unreachable — 12 queues, 283 jobs"
+    card = render_group_card(n)
+    assert_valid_card(card)
+    flat = "\n".join(all_texts(card))
+    assert card["blocks"][0]["text"]["text"].endswith(title), "the count is said once"
+    assert "sync_inventory ×271 · reindex ×12" in flat
+    assert "cause: postgres-primary:5432 unreachable" in flat and "postgres-primary:5432" in flat
+    assert "queue-00 ×250" in flat and "and 2 more queues" in flat
+    assert "queue-00 ×250, 08:00:00–08:00:00 UTC" in flat  # each queue's first and last arrival
+    assert n.first.dead_letter.fingerprint not in flat  # the label is words, not a hash
+    event = render_group_event(n, "bridge")
+    assert event["payload"]["summary"].startswith(title + " (283 jobs; sync_inventory ×271 · reindex ×12;")
+    assert event["payload"]["custom_details"]["cause"]["dependency"] == "postgres-primary:5432"
+    assert len(event["payload"]["custom_details"]["queue_spans"]) == 12
+    body = render_group_body(n)
+    assert body["title"] == title and body["job_names"] == {"sync_inventory": 271, "reindex": 12}
+    assert body["cause"]["outage"] is True and body["label"] == "cause: postgres-primary:5432 unreachable"
+    text = console_card(n)
+    assert title in text and "dependency postgres-primary:5432" in text and "queue-00 ×250, 08:00:00" in text

@@ -29,6 +29,7 @@ from typing import Protocol
 import redis.asyncio as redis
 
 from bridge import keys
+from bridge.cause import cause_key
 from bridge.console.audit import AuditLog
 from bridge.console.entries import Record
 from bridge.console.service import ConsoleService, record_id, silence_view
@@ -191,12 +192,12 @@ def enqueue_resolve_seam(
     enqueue: Callable[..., Awaitable[object]],
 ) -> Resolver:
     """A Resolver over `enqueue_resolve(client, sink, dedup_key, *, idempotency_key, digest, reason, severity,
-    fingerprint, queue)` (bridge.delivery.resolve)."""
+    fingerprint, queue, cause)` (bridge.delivery.resolve)."""
 
     async def resolve(client: redis.Redis, sink: str, record: Record) -> None:
         dl = record.alert.dead_letter
         await enqueue(client, sink, incident_key(dl.job_id), idempotency_key=record.alert.idempotency_key,
                       digest=dl.raw_digest, reason="redriven", severity=record.alert.severity,
-                      fingerprint=dl.fingerprint, queue=dl.queue)
+                      fingerprint=dl.fingerprint, queue=dl.queue, cause=cause_key(dl.last_error, dl.parse_error))
 
     return resolve

@@ -15,6 +15,7 @@ import redis.asyncio as redis
 from pydantic import ValidationError
 
 from bridge import keys
+from bridge.cause import cause_of
 from bridge.console.views import (
     GatewayView,
     GroupMemberView,
@@ -27,7 +28,7 @@ from bridge.console.views import (
 from bridge.delivery.queue import SinkQueue
 from bridge.health import Health
 from bridge.items import now_ms
-from bridge.models import Alert, GroupJob, Severity
+from bridge.models import Alert, DeadLetter, GroupJob, Severity
 from bridge.settings import OpenClawSettings, SinkSettings
 from bridge.summarize.gate import read_gate
 
@@ -109,11 +110,33 @@ def _summary(sink: str, group: str, fields: list[Any], queues: dict[Any, Any]) -
     except (ValidationError, ValueError):
         return None
     return GroupSummaryView(
-        sink=sink, group_key=group, title=alert.summary.title,
+        sink=sink, group_key=group, title=_title(group, alert, len(queues)),
         severity=_BY_RANK.get(int(severity or 0), Severity.INFO), count=int(count), notified=int(notified or 0),
         first_seen=float(first_seen or 0), last_seen=float(last_seen or 0),
         queues={_text(q): int(n) for q, n in queues.items()},
     )
+
+
+def _title(group: str, first: Alert, queues: int) -> str:
+    """A cause group is named by its cause (and how wide it is); any other by its first summary."""
+    if not group.startswith("cause:"):
+        return first.summary.title
+    dl = first.dead_letter
+    wide = f" — {queues:,} queues" if queues > 1 else ""
+    return cause_of(dl.last_error, dl.parse_error).label + wide
+
+
+def _list_source(job: GroupJob, first: DeadLetter) -> str | None:
+    """The list DLQ a member is redriven into: its own (a cause group spans many), None for a kind record.
+
+    A member stored before jobs carried their source is taken to be in the first job's DLQ when
+    it came from the same queue.
+    """
+    if job.source_key:
+        return job.source_key if job.source_kind is None else None
+    if first.source_kind is None and job.queue == first.queue:
+        return first.source_key
+    return None
 
 
 async def group_view(client: redis.Redis, sink: SinkSettings, group: str) -> tuple[GroupView, Alert] | None:
@@ -128,7 +151,7 @@ async def group_view(client: redis.Redis, sink: SinkSettings, group: str) -> tup
     arrivals: list[tuple[str, float]] = [(_text(pair[0]), float(pair[1])) for pair in scored]
     members = [m for m, _n in arrivals]
     details = await client.hmget(keys.group_job_details(sink.name, group), members) if members else []
-    source = first.dead_letter.source_key if first.dead_letter.source_kind is None else None
+    first_dl = first.dead_letter
     jobs = []
     for (member, arrival), detail in zip(arrivals, details, strict=True):
         job = _job(detail)
@@ -136,7 +159,8 @@ async def group_view(client: redis.Redis, sink: SinkSettings, group: str) -> tup
             continue
         jobs.append(GroupMemberView(
             idempotency_key=member, queue=job.queue, job_id=job.job_id, job_name=job.job_name,
-            attempts=job.attempts, last_error=job.last_error, entry_id=job.raw_digest, source=source,
+            attempts=job.attempts, last_error=job.last_error, entry_id=job.raw_digest,
+            source=_list_source(job, first_dl),
             added_at=job.added_at, notified=arrival <= summary.notified,
         ))
     view = GroupView(**summary.model_dump(), jobs=jobs, jobs_total=summary.count)

@@ -46,6 +46,10 @@ class GroupSink(Protocol):
 class ResolveSink(Protocol):
     async def send_resolve(self, resolve: Resolve) -> None: ...
 
+    def group_dedup_key(self, first: Alert) -> str:
+        """The dedup key a group's triggers carry, given the group's first alert."""
+        ...
+
 
 @dataclass(frozen=True)
 class Route:

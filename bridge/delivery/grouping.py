@@ -5,8 +5,8 @@ The model is Alertmanager's aggregation group (`group_wait`, `group_interval`,
 so any replica can add to a group and exactly one sends each notification
 (docs/design.md, section 5b).
 
-A group is keyed per sink by `fp:<fingerprint>`, `queue:<queue>` or
-`job:<idempotency key>` (the sink's `group_by`). Its life:
+A group is keyed per sink by `cause:<severity>:<cause>` (docs/design.md, section 5d),
+`fp:<fingerprint>`, `queue:<queue>` or `job:<idempotency key>` (the sink's `group_by`). Its life:
 
     first job ──group_wait──▶ #1  single (1 job: the ordinary card) or digest
        │                       │
@@ -31,7 +31,9 @@ sink; names in `bridge.keys`):
     dlq_bridge:group:{S}:jobs:<G>      ZSET idempotency key → arrival number
     dlq_bridge:group:{S}:job:<G>       HASH idempotency key → GroupJob JSON
     dlq_bridge:group:{S}:queues:<G>    HASH queue → jobs from it
-    dlq_bridge:group:{S}:prev-…:<G>    the same four for the cause's last closed
+    dlq_bridge:group:{S}:facets:<G>    HASH j:<job name>, k:<kind> → jobs; f:/l:<queue> → first/last
+    dlq_bridge:group:{S}:gone:<G>      SET members redriven or gone (all: the incident resolves)
+    dlq_bridge:group:{S}:prev-…:<G>    the same six for the cause's last closed
                                         group (renamed when a new one opens; they
                                         expire 7 days after closing)
 
@@ -57,9 +59,11 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bridge import keys
+from bridge.cause import cause_key
 from bridge.delivery import grouping_scripts as scripts
+from bridge.delivery.group_reply import build_notification
 from bridge.metrics import Metrics
-from bridge.models import Alert, GroupJob, Notification, NotificationKind, Severity
+from bridge.models import Alert, GroupJob, Notification
 from bridge.settings import SinkSettings
 from bridge.sinks.registry import SINKS
 
@@ -68,28 +72,27 @@ log = logging.getLogger(__name__)
 SAMPLES = 10
 JOBS_PER_EVENT = 500
 CLOSED_TTL_S = 7 * 24 * 3600
-_BY_RANK = {s.rank: s for s in Severity}
+
 
 def group_key(alert: Alert, group_by: str) -> str:
-    """`fp:<fingerprint>`, `queue:<queue>` or `job:<idempotency key>`."""
+    """`fp:<fingerprint>`, `queue:<queue>`, `cause:<severity>:<cause>` or `job:<idempotency key>`."""
     dl = alert.dead_letter
-    return group_key_of(group_by, dl.fingerprint, dl.queue, alert.idempotency_key)
+    cause = cause_key(dl.last_error, dl.parse_error) if group_by == "cause" else ""
+    return group_key_of(group_by, dl.fingerprint, dl.queue, alert.idempotency_key,
+                        cause=cause, severity=alert.severity.value)
 
 
-def group_key_of(group_by: str, fingerprint: str, queue: str, idempotency_key: str) -> str:
-    """`group_key` from the envelope's fields."""
+def group_key_of(
+    group_by: str, fingerprint: str, queue: str, idempotency_key: str, *, cause: str = "", severity: str = ""
+) -> str:
+    """`group_key` from the envelope's fields (`cause`: `bridge.cause.cause_key`; `severity`: the routed one)."""
     if group_by == "fingerprint" and fingerprint:
         return f"fp:{fingerprint}"
     if group_by == "queue":
         return f"queue:{queue}"
+    if group_by == "cause" and cause and severity:
+        return f"cause:{severity}:{cause}"
     return f"job:{idempotency_key}"
-
-
-def notification_kind(sequence: int, count: int, notified: int) -> NotificationKind:
-    """What the next notification of a group is (sequence = notifications sent so far)."""
-    if sequence == 0:
-        return "single" if count == 1 else "digest"
-    return "digest" if count > notified else "repeat"
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ class Grouper:
         self._claim = client.register_script(scripts.CLAIM_LUA)
         self._notified = client.register_script(scripts.NOTIFIED_LUA)
         self._renew = client.register_script(scripts.RENEW_LUA)
+        self._left = client.register_script(scripts.LEFT_LUA)
         self._send_now = client.register_script(scripts.SEND_NOW_LUA)
         # Machine receivers (webhooks) get every job once, in pages of JOBS_PER_EVENT; people get samples.
         self._page = SINKS.of(sink_settings).every_job
@@ -144,6 +148,8 @@ class Grouper:
             keys.group_jobs(self.sink, group, previous),
             keys.group_job_details(self.sink, group, previous),
             keys.group_queues(self.sink, group, previous),
+            keys.group_facets(self.sink, group, previous),
+            keys.group_gone(self.sink, group, previous),
         ]
 
     async def add(self, alert: Alert) -> None:
@@ -154,10 +160,11 @@ class Grouper:
         """`add`, telling whether the job is new to its group (False: a replay)."""
         group, now = self.key_for(alert), self._clock()
         job = GroupJob.of(alert, now).model_dump_json()
-        s = self.settings
+        s, dl = self.settings, alert.dead_letter
         args: list[str | int | float] = [
-            group, alert.idempotency_key, job, alert.dead_letter.queue, repr(now),
+            group, alert.idempotency_key, job, dl.queue, repr(now),
             alert.severity.rank, alert.model_dump_json(), s.group_wait_s, s.group_interval_s,
+            dl.job_name or "", dl.source_kind or "list",
         ]
         both = self._keys(group) + self._keys(group, previous=True)[1:]
         added = int(await self._add(keys=both, args=args))  # 2: it opened a new group
@@ -189,7 +196,7 @@ class Grouper:
         reply = await self._claim(keys=self._keys(group), args=args)
         if not reply:
             return None
-        return build_notification(self.sink, group, token, reply)
+        return build_notification(self.sink, group, token, reply, self.settings.outage_min_queues)
 
     async def notified(self, notification: Notification, delivered: bool) -> None:
         """Record the outcome of a claimed notification (see `record`)."""
@@ -249,21 +256,17 @@ class Grouper:
                 return False
         return True
 
-    async def only_job(self, group: str, member: str) -> bool:
-        """True when `member` is the only job of `group` (open, or the cause's last closed one).
+    async def left(self, group: str, member: str) -> Alert | None:
+        """Record that `member` was redriven or left its store; the group's first alert once
+        every job of `group` (open, or the cause's last closed one) has, else None.
 
-        The group's incident is then exactly this job's, so resolving it closes nothing else
-        (a resolve on a grouped sink, `bridge.delivery.resolve`).
+        The group's incident names its first job, so the resolve that closes it carries that
+        job's dedup key (a resolve on a grouped sink, `bridge.delivery.resolve`).
         """
-        for previous in (False, True):
-            jobs = keys.group_jobs(self.sink, group, previous)
-            async with self._client.pipeline(transaction=False) as pipe:
-                pipe.zscore(jobs, member)
-                pipe.zcard(jobs)
-                score, count = await pipe.execute()
-            if score is not None:
-                return int(count) == 1
-        return False
+        names = [f(self.sink, group, previous) for previous in (False, True)
+                 for f in (keys.group, keys.group_jobs, keys.group_gone)]
+        done, first = await self._left(keys=names, args=[member])
+        return Alert.model_validate_json(_text(first)) if int(done) and first else None
 
     async def open_groups(self) -> int:
         """Groups not yet closed (each has a timer in the due index)."""
@@ -298,37 +301,3 @@ class Grouper:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def build_notification(sink: str, group: str, token: str, reply: list[Any]) -> Notification:
-    """The Notification for a `CLAIM_LUA` reply (see the script for the order of fields)."""
-    count, notified, sequence = int(reply[0]), int(reply[1]), int(reply[2])
-    previous = _text(reply[5])
-    flat = [_text(x) for x in reply[8]]
-    queue_counts = {flat[i]: int(flat[i + 1]) for i in range(0, len(flat), 2)}
-    queues = sorted(queue_counts, key=lambda q: (-queue_counts[q], q))
-    jobs = [GroupJob.model_validate_json(_text(j)) for j in reply[9] if j]
-    kind = notification_kind(sequence, count, notified)
-    covered = int(reply[10])
-    new_count = covered - notified if kind != "repeat" else 0
-    first_seen = float(_text(reply[3]))
-    return Notification(
-        sink=sink,
-        group_key=group,
-        kind=kind,
-        sequence=sequence + 1,
-        count=count,
-        new_count=new_count,
-        previous_at=float(previous) if previous else None,
-        first_seen=first_seen,
-        last_seen=float(_text(reply[4])),
-        queues=queues,
-        queue_counts=queue_counts,
-        sample_job_ids=[j.job_id for j in jobs[:SAMPLES]],
-        severity=_BY_RANK[int(reply[6])],
-        first=Alert.model_validate_json(_text(reply[7])),
-        jobs=jobs,
-        pending=count - covered,
-        opened_at=first_seen,
-        claim=token,
-    )

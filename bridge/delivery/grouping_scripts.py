@@ -3,18 +3,18 @@
 Each runs on the sink's `{<sink>}` slot; the key and argument lists are given above each script.
 """
 
-# KEYS: due, group, jobs, job details, queues, then the same four of the previous group
+# KEYS: due, group, jobs, job details, queues, facets, gone, then the same six of the previous group
 # ARGV: group key, member, job JSON, queue, now, severity rank, first alert JSON,
-#       group_wait, group_interval
+#       group_wait, group_interval, job name, kind
 ADD_LUA = """
-local due, h, jobs, details, queues = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local due, h, jobs, details, queues, facets = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local g, member, now = ARGV[1], ARGV[2], tonumber(ARGV[5])
 if redis.call('HEXISTS', h, 'closed_at') == 1 then
-  for i = 2, 5 do
+  for i = 2, 7 do
     if redis.call('EXISTS', KEYS[i]) == 1 then
-      redis.call('RENAME', KEYS[i], KEYS[i + 4])
+      redis.call('RENAME', KEYS[i], KEYS[i + 6])
     else
-      redis.call('DEL', KEYS[i + 4])
+      redis.call('DEL', KEYS[i + 6])
     end
   end
 end
@@ -23,6 +23,10 @@ local count = redis.call('HINCRBY', h, 'count', 1)
 redis.call('ZADD', jobs, count, member)
 redis.call('HSET', details, member, ARGV[3])
 redis.call('HINCRBY', queues, ARGV[4], 1)
+redis.call('HINCRBY', facets, 'j:' .. ARGV[10], 1)
+redis.call('HINCRBY', facets, 'k:' .. ARGV[11], 1)
+redis.call('HSETNX', facets, 'f:' .. ARGV[4], ARGV[5])
+redis.call('HSET', facets, 'l:' .. ARGV[4], ARGV[5])
 local rank = tonumber(ARGV[6])
 if count == 1 then
   redis.call('HSET', h, 'first_seen', ARGV[5], 'last_seen', ARGV[5], 'notified', 0,
@@ -45,7 +49,7 @@ end
 return 1
 """
 
-# KEYS: due, group, jobs, job details, queues
+# KEYS: due, group, jobs, job details, queues, facets
 # ARGV: group key, now, lease until, token, max jobs listed, page (1: a notification
 #       covers only the jobs it lists; the rest is due right after it)
 CLAIM_LUA = """
@@ -74,10 +78,10 @@ for i, m in ipairs(redis.call('ZRANGE', KEYS[3], start, stop)) do
   jobs[i] = redis.call('HGET', KEYS[4], m) or ''
 end
 return {f[1], f[2], f[3], f[4], f[5], f[6] or '', f[7], f[8],
-        redis.call('HGETALL', KEYS[5]), jobs, covered}
+        redis.call('HGETALL', KEYS[5]), jobs, covered, redis.call('HGETALL', KEYS[6])}
 """
 
-# KEYS: due, group, jobs, job details, queues
+# KEYS: due, group, jobs, job details, queues, facets, gone
 # ARGV: group key, token, delivered (1/0), now, sequence, group_interval,
 #       repeat_interval, kind, closed ttl
 NOTIFIED_LUA = """
@@ -100,7 +104,7 @@ end
 if ARGV[8] == 'repeat' then
   redis.call('ZREM', due, g)
   redis.call('HSET', h, 'closed_at', ARGV[4])
-  for i = 2, 5 do redis.call('EXPIRE', KEYS[i], tonumber(ARGV[9])) end
+  for i = 2, 7 do redis.call('EXPIRE', KEYS[i], tonumber(ARGV[9])) end
   return 2
 end
 redis.call('ZADD', due, now + tonumber(ARGV[7]), g)
@@ -117,6 +121,21 @@ if not f[3] then
   if score > tonumber(ARGV[2]) then redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) end
 end
 return 1
+"""
+
+# KEYS: group, jobs, gone, then the same three of the previous group   ARGV: member
+# {1, first alert JSON} when every member of the member's group is now gone, {0, ''} otherwise
+LEFT_LUA = """
+for base = 0, 3, 3 do
+  if redis.call('ZSCORE', KEYS[base + 2], ARGV[1]) then
+    redis.call('SADD', KEYS[base + 3], ARGV[1])
+    if redis.call('SCARD', KEYS[base + 3]) >= redis.call('ZCARD', KEYS[base + 2]) then
+      return {1, redis.call('HGET', KEYS[base + 1], 'first') or ''}
+    end
+    return {0, ''}
+  end
+end
+return {0, ''}
 """
 
 # KEYS: due, group   ARGV: group key, token, lease until

@@ -36,6 +36,7 @@ async def enqueue_resolve(
     severity: Severity = Severity.ERROR,
     fingerprint: str = "",
     queue: str = "",
+    cause: str = "",
 ) -> str:
     """Queue a PagerDuty `resolve` of `dedup_key` on `sink`'s durable queue; returns the item id.
 
@@ -50,11 +51,13 @@ async def enqueue_resolve(
 
         enqueue_resolve(client, sink, incident_key(dl.job_id),
                         idempotency_key=dl.idempotency_key, digest=dl.raw_digest,
-                        fingerprint=dl.fingerprint, queue=dl.queue, reason="redriven")
+                        fingerprint=dl.fingerprint, queue=dl.queue, reason="redriven",
+                        cause=cause_key(dl.last_error, dl.parse_error))
 
-    `fingerprint` and `queue` matter on a grouped sink (`group_by = "fingerprint" | "queue"`):
-    there the incident is the group's, and it is resolved only when this job is the group's
-    only job (without them, a grouped sink drops the resolve). `severity` orders the item
+    `fingerprint`, `queue` and `cause` matter on a grouped sink (`group_by = "fingerprint" |
+    "queue" | "cause"`): there the incident is the group's, and it is resolved (with the group's
+    dedup key) once every job of the group has been redriven or has left its store (without
+    them, a grouped sink drops the resolve). `severity` orders the item
     among the sink's queued alerts (give the trigger's, so the resolve queues behind it).
     """
     resolve = Resolve(
@@ -65,6 +68,7 @@ async def enqueue_resolve(
         severity=severity,
         fingerprint=fingerprint,
         queue=queue,
+        cause=cause,
     )
     ident = resolve.item_id(now_ms())
     await SinkQueue(client, sink).put(ident, resolve.model_dump_json())

@@ -53,7 +53,7 @@ class Grouper(Protocol):
 
     async def renew(self, notification: Notification) -> bool: ...
 
-    async def only_job(self, group: str, member: str) -> bool: ...
+    async def left(self, group: str, member: str) -> Alert | None: ...
 
     async def send_now(self) -> list[str]: ...
 
@@ -234,8 +234,9 @@ class SinkWorker:
         token = item.token if item.state == "reserved" else None
         try:
             sink = self.route.sink
-            if isinstance(sink, ResolveSink) and await self._resolves(resolve):
-                await self._dispatcher.deliver_resolve(self.route, sink, resolve, token=token)
+            sendable = await self._resolves(sink, resolve) if isinstance(sink, ResolveSink) else None
+            if isinstance(sink, ResolveSink) and sendable is not None:
+                await self._dispatcher.deliver_resolve(self.route, sink, sendable, token=token)
             elif token is not None and self._ledger is not None:
                 await self._ledger.release(ledger_key(self.name, resolve), token)
             self._ack_soon(item.id)
@@ -245,21 +246,23 @@ class SinkWorker:
         except Exception:
             log.exception("sink %s: error on the resolve of %s; it will be retried", self.name, resolve.idempotency_key)
 
-    async def _resolves(self, resolve: Resolve) -> bool:
-        """Whether this sink sends `resolve`: a grouped sink only for a group of that one job."""
+    async def _resolves(self, sink: ResolveSink, resolve: Resolve) -> Resolve | None:
+        """The resolve this sink sends, or None; a grouped sink sends the group's once all its jobs left."""
         settings = self.route.settings
         if not SINKS.of(settings).resolves(settings):
-            return False
+            return None
         if self._grouper is None or settings.group_by == "none":
-            return True
-        if settings.group_by == "queue" and not resolve.queue:
-            return False  # an enqueuer that did not say which queue: the group is unknown
-        group = group_key_of(settings.group_by, resolve.fingerprint, resolve.queue, resolve.idempotency_key)
-        if await self._grouper.only_job(group, resolve.idempotency_key):
-            return True
+            return resolve
+        if (settings.group_by == "queue" and not resolve.queue) or (settings.group_by == "cause" and not resolve.cause):
+            return None  # an enqueuer that did not say which group: the group is unknown
+        group = group_key_of(settings.group_by, resolve.fingerprint, resolve.queue, resolve.idempotency_key,
+                             cause=resolve.cause, severity=resolve.severity.value)
+        first = await self._grouper.left(group, resolve.idempotency_key)
+        if first is not None:
+            return resolve.model_copy(update={"dedup_key": sink.group_dedup_key(first)})
         log.info("sink %s: %s left, its group's incident stays open (other jobs in it)",
                  self.name, resolve.idempotency_key)
-        return False
+        return None
 
     def _ack_soon(self, item: str, mark: str | None = None) -> None:
         """Acks (and ledger marks) of items finished within a few ms go out as one script call.

@@ -12,7 +12,7 @@ from bridge.config.base import NAME_RE, Section, check_http_url
 from bridge.models import Severity
 from bridge.secret_fields import RequiredSecret, secret_env, secret_file
 
-GroupBy = Literal["fingerprint", "queue", "none"]
+GroupBy = Literal["cause", "fingerprint", "queue", "none"]
 
 
 class SinkSettingsBase(Section):
@@ -25,9 +25,13 @@ class SinkSettingsBase(Section):
     group_by: GroupBy = Field(
         default="none",
         description=(
-            "How alerts are grouped into one notification: `fingerprint` (one per cause), "
-            "`queue`, or `none` (one notification per job)"
+            "How alerts are grouped into one notification: `cause` (one per cause and routed severity, "
+            "across queues and kinds), `fingerprint` (one per failure of one DLQ), `queue`, or `none` "
+            "(one notification per job)"
         ),
+    )
+    outage_min_queues: int = Field(
+        default=3, ge=2, description="A cause group over this many queues is shown as an outage"
     )
     group_wait_s: float = Field(
         default=10.0, ge=0, description="Wait after a group's first job before its first notification"
@@ -58,7 +62,7 @@ class ChatWebhookSettings(SinkSettingsBase):
     url_env: str | None = secret_env("the URL")
     url_file: Path | None = secret_file("the URL")
     group_by: GroupBy = Field(
-        default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
+        default="fingerprint", description="How alerts are grouped: `cause`, `fingerprint`, `queue` or `none`"
     )
 
     @model_validator(mode="after")

@@ -76,14 +76,14 @@ def render_group_card(n: Notification, *, color: bool = False) -> str:
         severity = f"{_COLORS[n.severity.value]}{severity}{_RESET}"
     lines = [
         f"┌─ dlq-bridge {digest.title(n).lower()}{' [TEST]' if first.is_test else ''} " + "─" * 34,
-        f"│ {summary.title}",
+        f"│ {digest.headline(n)}",
         f"│ {digest.change_line(n)}",
         f"│ severity   {severity}",
         f"│ jobs       {n.count:,}" + (f" ({n.new_count:,} new)" if n.sequence > 1 else ""),
-        f"│ queues     {digest.queues_line(n)}",
+        *(f"│ {label.lower():<10} {value}" for label, value in digest.facts(n)),
+        *(f"│ queue      {line}" for line in digest.queue_spans(n) if n.group_key.startswith("cause:")),
         f"│ first seen {digest.when(n.first_seen)}",
         f"│ last seen  {digest.when(n.last_seen)}",
-        f"│ group      {digest.group_label(n)}",
         f"│ cause      {summary.likely_cause}",
     ]
     lines.extend(f"│ step {i}     {step}" for i, step in enumerate(summary.next_steps, 1))

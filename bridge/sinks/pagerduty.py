@@ -111,9 +111,16 @@ SAMPLES = 10
 
 
 def group_summary(n: Notification) -> str:
+    """`[TEST] <headline> (12 jobs; sync_inventory ×10 · reindex ×2; queues orders ×10 · …)`.
+
+    A cause group's incident is named after its cause and dependency, never after one queue.
+    """
     prefix = "[TEST] " if n.first.is_test else ""
-    line = f"{prefix}{n.first.summary.title} ({digest.jobs_word(n.count)}; queues {digest.queues_line(n, 3)})"
-    return _cut(line, SUMMARY_CHARS) or ""
+    head = digest.headline(n)
+    if n.group_key.startswith("cause:") and not n.outage:
+        head = digest.cause(n).label
+    shape = f"{digest.jobs_word(n.count)}; {digest.jobs_line(n, 3)}; queues {digest.queues_line(n, 3)}"
+    return _cut(f"{prefix}{head} ({shape})", SUMMARY_CHARS) or ""
 
 
 def group_details(n: Notification) -> dict[str, Any]:
@@ -122,7 +129,12 @@ def group_details(n: Notification) -> dict[str, Any]:
         "count": n.count,
         "new_count": n.new_count,
         "change": digest.change_line(n),
+        "group": _cut(digest.group_label(n), FIELD_CHARS),
+        "cause": digest.cause_facts(n),
+        "job_names": {(name or "(unnamed)")[:200]: c for name, c in sorted(n.job_counts.items())[:50]},
+        "kinds": dict(sorted(n.kind_counts.items())[:20]),
         "queues": {q[:200]: n.queue_counts.get(q, 0) for q in n.queues[:50]},
+        "queue_spans": digest.queue_spans(n, 20),
         "samples": [_cut(f"{j.queue}:{j.job_id}", 300) for j in n.jobs[:SAMPLES]],
         "fingerprint": n.first.dead_letter.fingerprint,
         "group_key": _cut(n.group_key, FIELD_CHARS),
@@ -196,6 +208,9 @@ class PagerDutySink:
             timeout_s=self._timeout_s, secrets=[key],
         )
 
+    def group_dedup_key(self, first: Alert) -> str:
+        return dedup_key(first.dead_letter.job_id)
+
     async def send_resolve(self, resolve: Resolve) -> None:
         """One attempt at `event_action: resolve` (same errors as `send`)."""
         key = self._key.get_secret_value()
@@ -222,15 +237,19 @@ class PagerDutySinkSettings(SinkSettingsBase):
     events_per_minute: float = Field(default=120.0, gt=0, description="Pacing per routing key.")
     source: str | None = Field(default=None, description="PagerDuty `payload.source` (default: the consumer id).")
     group_by: GroupBy = Field(
-        default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
+        default="cause",
+        description=(
+            "How alerts are grouped: `cause` (one incident per outage across queues and kinds, split by "
+            "routed severity), `fingerprint`, `queue` or `none`"
+        ),
     )
     resolve_on_retry: bool = Field(
         default=True,
         description=(
             "Send `event_action: resolve` with the trigger's dedup_key when an alerted job is retried or "
             "deleted by hand: it left a Sidekiq dead set, BullMQ failed set or RQ failed registry without "
-            "being trimmed (docs/sources.md), or the console redrove it. On a grouped sink only a group of "
-            "that one job is resolved"
+            "being trimmed (docs/sources.md), or the console redrove it. On a grouped sink the group's incident "
+            "is resolved once every job of the group has left"
         ),
     )
 

@@ -175,25 +175,21 @@ MAX_TOTAL_CHARS = 12000  # Slack rejects long block sets (msg_blocks_too_long) n
 
 
 def group_header(n: Notification) -> str:
-    """`🔴 <title> · 2,990 jobs`: the title is cut, never the count."""
+    """`🔴 <title> · 2,990 jobs`: the title is cut, never the count (an outage's title ends with it)."""
     prefix = "[TEST] " if n.first.is_test else ""
-    count = f" · {digest.jobs_word(n.count)}"
-    title = esc(f"{prefix}{_EMOJI[n.severity]} {n.first.summary.title}", HEADER_CHARS - len(count))
+    count = "" if n.outage else f" · {digest.jobs_word(n.count)}"  # an outage's title holds the count
+    title = esc(f"{prefix}{_EMOJI[n.severity]} {digest.headline(n)}", HEADER_CHARS - len(count))
     return title + count
 
 
 def group_fields(n: Notification) -> list[dict[str, Any]]:
     new = f" ({n.new_count:,} new)" if n.sequence > 1 else ""
-    items = [
-        ("Severity", n.severity.value.upper()),
-        ("Jobs", f"{n.count:,}{new}"),
-        ("Group", digest.group_label(n)),
-        ("First seen", digest.when(n.first_seen)),
-        ("Last seen", digest.when(n.last_seen)),
-    ]
-    fields = [_field(label, esc(value, QUEUES_CHARS)) for label, value in items]
-    queues = digest.queues_line(n, escape=lambda t: esc(t, 300), budget=QUEUES_CHARS)
-    fields.insert(2, _field("Queues", queues))
+    fields = [_field("Severity", n.severity.value.upper()), _field("Jobs", f"{n.count:,}{new}")]
+    escape = lambda t: esc(t, 300)  # noqa: E731
+    for label, value in digest.facts(n, escape=escape, budget=QUEUES_CHARS):
+        fields.append(_field(label, value if label in ("Job names", "Queues") else esc(value, QUEUES_CHARS)))
+    fields.append(_field("First seen", esc(digest.when(n.first_seen), 100)))
+    fields.append(_field("Last seen", esc(digest.when(n.last_seen), 100)))
     return fields
 
 
@@ -211,6 +207,7 @@ def group_blocks(n: Notification) -> list[dict[str, Any]]:
     blocks = [
         _section(f"*{esc(digest.change_line(n), 500)}*"),
         {"type": "section", "fields": group_fields(n)},
+        *_spans(n),
         _section(f"*Likely cause*\n{esc(summary.likely_cause, TEXT_CHARS)}"),
         _section(f"*Next steps*\n{steps}"),
     ]
@@ -222,6 +219,13 @@ def group_blocks(n: Notification) -> list[dict[str, Any]]:
     context = f"{digest.title(n)} · {esc(digest.group_label(n), 300)} · {source_text(alert)}"
     blocks.append({"type": "context", "elements": [_mrkdwn(context)]})
     return blocks
+
+
+def _spans(n: Notification) -> list[dict[str, Any]]:
+    """A cause group's queues with their first and last times (the fields hold only counts)."""
+    if not n.group_key.startswith("cause:"):
+        return []
+    return [_section("*Queues, first–last*\n" + "\n".join(esc(line, 200) for line in digest.queue_spans(n)))]
 
 
 def render_group_card(n: Notification) -> dict[str, Any]:
@@ -244,8 +248,8 @@ def render_group_card(n: Notification) -> dict[str, Any]:
 def group_fallback_text(n: Notification) -> str:
     prefix = "[TEST] " if n.first.is_test else ""
     text = (
-        f"{prefix}[{n.severity.value.upper()}] {n.first.summary.title}: "
-        f"{digest.change_line(n)} Queues: {digest.queues_line(n, limit=3)}"
+        f"{prefix}[{n.severity.value.upper()}] {digest.headline(n)}: "
+        f"{digest.change_line(n)} Jobs: {digest.jobs_line(n, limit=3)}. Queues: {digest.queues_line(n, limit=3)}"
     )
     return esc(text, TEXT_CHARS)
 

@@ -22,6 +22,7 @@ from typing import Protocol, cast
 
 import redis.asyncio as aioredis
 
+from bridge.cause import cause_key
 from bridge.models import Alert
 from bridge.resolves import Reason, Resolve, incident_key
 from bridge.sinks.config import SinkSettingsBase
@@ -68,6 +69,7 @@ def leave_note(alert: Alert, routes: Sequence[Routed]) -> LeaveNote | None:
         severity=alert.severity,
         fingerprint=dl.fingerprint,
         queue=dl.queue,
+        cause=cause_key(dl.last_error, dl.parse_error),
     )
     return LeaveNote(sinks, resolve)
 

@@ -47,13 +47,15 @@ def sidekiq_missing() -> str | None:
     return None
 
 
-def produce_sidekiq(redis_url: str, count: int) -> None:
+def produce_sidekiq(redis_url: str, count: int, worker: str = "ChargeCardWorker", queue: str = "billing") -> None:
+    """`count` jobs of `worker` (tests/producers/sidekiq/worker.rb, on `queue`) fail into the dead set."""
     env = {**os.environ, "REDIS_URL": redis_url}
-    subprocess.run(["ruby", "enqueue.rb", str(count)], cwd=PRODUCERS / "sidekiq", env=env, check=True, timeout=60)
+    subprocess.run(["ruby", "enqueue.rb", str(count), worker], cwd=PRODUCERS / "sidekiq", env=env, check=True,
+                   timeout=60)
     client = redis.Redis.from_url(redis_url)
     before = int(client.zcard("dead"))
     worker = subprocess.Popen(
-        ["sidekiq", "-r", "./worker.rb", "-q", "billing", "-c", "1", "-t", "1"],
+        ["sidekiq", "-r", "./worker.rb", "-q", queue, "-c", "1", "-t", "1"],
         cwd=PRODUCERS / "sidekiq",
         env=env,
         stdout=subprocess.DEVNULL,
@@ -108,10 +110,13 @@ def rq_missing() -> str | None:
     return None
 
 
-def produce_rq(redis_url: str, queue: str, count: int, failure_ttl: int | None = None) -> list[str]:
+def produce_rq(
+    redis_url: str, queue: str, count: int, failure_ttl: int | None = None, job: str = "charge_card"
+) -> list[str]:
     """Enqueue jobs that raise, then run a real `rq worker --burst` process over them.
 
-    `failure_ttl`: how long RQ keeps each in its failed registry (RQ's default: a year).
+    `failure_ttl`: how long RQ keeps each in its failed registry (RQ's default: a year);
+    `job`: the function of tests/producers/rq_jobs.py the jobs run.
     """
     from rq import Queue
 
@@ -119,7 +124,7 @@ def produce_rq(redis_url: str, queue: str, count: int, failure_ttl: int | None =
     try:
         rq_queue = Queue(queue, connection=client)
         jobs = [
-            rq_queue.enqueue("tests.producers.rq_jobs.charge_card", i + 1, token="tok-s3cret", failure_ttl=failure_ttl)
+            rq_queue.enqueue(f"tests.producers.rq_jobs.{job}", i + 1, token="tok-s3cret", failure_ttl=failure_ttl)
             for i in range(count)
         ]
     finally:
