@@ -62,7 +62,8 @@ class EmailSinkSettings(SinkSettingsBase):
     from_address: str = Field(min_length=3, description="The `From` address, e.g. `dlq-bridge <dlq@example.com>`.")
     to: list[str] = Field(min_length=1, description="Recipient addresses.")
     group_by: GroupBy = Field(
-        default="fingerprint", description="How alerts are grouped (a mail per group): `cause`, `fingerprint`, `queue`, `none`"
+        default="fingerprint",
+        description="How alerts are grouped (a mail per group): `cause`, `fingerprint`, `queue`, `none`",
     )
 
     @model_validator(mode="after")
