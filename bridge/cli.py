@@ -132,7 +132,9 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from bridge.app import create_app
+    from bridge.sources.build import check_kind_prerequisites
 
+    check_kind_prerequisites(settings.sources.kinds())  # one line and exit 2, not a traceback at start-up
     host = args.host or settings.server.host
     port = args.port if args.port is not None else settings.server.port
     try:

@@ -47,10 +47,13 @@ class Built:
             await client.aclose()
 
 
+KINDS_EXTRA = "pip install 'dlq-bridge[kinds]'"
+
+
 def _needs(module: str, package: str, owner: str) -> None:
     """A kind whose client library is not installed is a configuration error, not a crash later."""
     if importlib.util.find_spec(module) is None:
-        raise ConfigError([f"source {owner}: needs the Python package {package} (pip extra `peers`)"])
+        raise ConfigError([f"source {owner}: needs the Python package {package}: {KINDS_EXTRA}"])
 
 
 def _env(environ: Mapping[str, str], name: str, owner: str) -> str:
@@ -111,8 +114,9 @@ class _Builder:
 
     def rabbitmq(self, cfg: RabbitMQSourceSettings) -> KindSource:
         name = cfg.source_name()
+        url = _env(self.environ, cfg.url_env, name)
         _needs("aio_pika", "aio-pika", name)
-        return RabbitMQSource(name, _env(self.environ, cfg.url_env, name), queue=cfg.queue, prefetch=cfg.prefetch)
+        return RabbitMQSource(name, url, queue=cfg.queue, prefetch=cfg.prefetch)
 
     def sqs(self, cfg: SqsSourceSettings) -> KindSource:
         _needs("boto3", "boto3", cfg.source_name())
@@ -138,3 +142,24 @@ def build_kind_sources(
     sources += [builder.rabbitmq(c) for c in kinds.rabbitmq]
     sources += [builder.sqs(c) for c in kinds.sqs]
     return Built(sources, builder.clients)
+
+
+def check_kind_prerequisites(kinds: KindSources, environ: Mapping[str, str] | None = None) -> None:
+    """Before `run` starts: every client library and connection variable the kind tables need,
+    so a missing one is one line and exit 2, not a traceback from inside the server's start-up."""
+    environ = os.environ if environ is None else environ
+    problems: list[str] = []
+    stores = [*kinds.sidekiq, *kinds.bullmq, *kinds.rq, *kinds.redis_stream]
+    needs: list[tuple[str, str | None, str | None]] = [(c.source_name(), c.redis_url_env, None) for c in stores]
+    needs += [(c.source_name(), c.url_env, "aio-pika") for c in kinds.rabbitmq]
+    needs += [(c.source_name(), None, "boto3") for c in kinds.sqs]
+    for owner, url_env, package in needs:
+        try:
+            if url_env is not None:
+                _env(environ, url_env, owner)
+            if package is not None:
+                _needs(package.replace("-", "_"), package, owner)
+        except ConfigError as exc:
+            problems += exc.problems
+    if problems:
+        raise ConfigError(problems)
