@@ -23,6 +23,7 @@ import httpx
 import redis.asyncio as redis
 
 from bridge.commands import kind_sources
+from bridge.commands.check_memory import check_redis_memory
 from bridge.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -114,6 +115,7 @@ async def check_all(
         probes = [check_redis(settings, probe_s), check_gateway(settings, http, probe_chat=probe_chat)]
         probes += [check_sink(sink, http) for sink in settings.effective_sinks()]
         results += await asyncio.gather(*probes)
+    results += [Result(*row) for row in await check_redis_memory(settings, probe_s)]
     results += await check_kind_sources(settings, probe_s)
     results += await check_orphan_sink_queues(settings, probe_s)
     return results

@@ -149,7 +149,8 @@ def check_kind_prerequisites(kinds: KindSources, environ: Mapping[str, str] | No
     so a missing one is one line and exit 2, not a traceback from inside the server's start-up."""
     environ = os.environ if environ is None else environ
     problems: list[str] = []
-    stores = [*kinds.sidekiq, *kinds.bullmq, *kinds.rq, *kinds.redis_stream]
+    stores: list[_Watched | RedisStreamSourceSettings] = [*kinds.sidekiq, *kinds.bullmq, *kinds.rq]
+    stores += kinds.redis_stream
     needs: list[tuple[str, str | None, str | None]] = [(c.source_name(), c.redis_url_env, None) for c in stores]
     needs += [(c.source_name(), c.url_env, "aio-pika") for c in kinds.rabbitmq]
     needs += [(c.source_name(), None, "boto3") for c in kinds.sqs]

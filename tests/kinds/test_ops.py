@@ -10,7 +10,7 @@ import redis
 
 from bridge.errors import ConfigError
 from bridge.settings import load_settings
-from tests.support.ops import cli, clean_env, cli_sync
+from tests.support.ops import clean_env, cli, cli_sync
 
 
 def config(tmp_path: Path, redis_url: str, *tables: str) -> Path:
