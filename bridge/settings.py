@@ -140,7 +140,7 @@ class RedisSettings(_Section):
         default=False,
         description="Run on a Redis whose maxmemory-policy can evict keys (allkeys-*, volatile-*); a warning "
         "instead of a refusal. Risk: evicted processing lists, sink queues or ledger keys mean lost or repeated "
-        "alerts, without a trace (docs/design.md, section 6).",
+        "alerts, without a trace (docs/design.md, section 6c).",
     )
     wait_replicas: int = Field(
         default=0,
