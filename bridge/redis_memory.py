@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,20 +108,21 @@ async def read_memory(client: redis.Redis) -> list[NodeMemory]:
     """`maxmemory`, `maxmemory-policy` and `used_memory` of the server, or of every master of a cluster."""
     cluster = as_cluster(client)
     if cluster is None:
-        return [await _node_memory("", client.info("memory"), client.config_get("maxmemory*"))]
+        return [await _node_memory("", client.info("memory"), lambda: client.config_get("maxmemory*"))]
     found = []
+    if not cluster.get_primaries():  # a client that has not sent a command yet knows no node
+        await cluster.initialize()
     for node in cluster.get_primaries():
-        target = {"target_nodes": node}
-        found.append(await _node_memory(node.name, cluster.info("memory", **target),
-                                        cluster.config_get("maxmemory*", **target)))
+        found.append(await _node_memory(node.name, cluster.info("memory", target_nodes=node),
+                                        functools.partial(cluster.config_get, "maxmemory*", target_nodes=node)))
     return found
 
 
-async def _node_memory(name: str, info_call: Any, config_call: Any) -> NodeMemory:
+async def _node_memory(name: str, info_call: Awaitable[Any], config_call: Callable[[], Awaitable[Any]]) -> NodeMemory:
     info = await info_call
     disabled = False
     try:
-        config = await config_call
+        config = await config_call()
     except ResponseError:  # CONFIG renamed or not allowed (managed Redis): INFO memory has the figures too
         config, disabled = {}, True
     policy = config.get("maxmemory-policy") or info.get("maxmemory_policy")

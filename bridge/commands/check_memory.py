@@ -29,6 +29,8 @@ async def check_redis_memory(settings: Settings, probe_s: float) -> list[tuple[s
             quarantined = await asyncio.wait_for(quarantine_depth(client), probe_s)
     except Exception:  # the bridge's Redis: already reported by its own row
         return []
+    if not nodes:
+        return []
     target = redis_target(settings)
     rows = [("redis memory", target, *_policy_row(nodes, settings.redis.allow_eviction))]
     rows += [("redis memory", n.node or target, FAIL, f"{OUT_OF_MEMORY} ({describe(n)}): writes are refused")
