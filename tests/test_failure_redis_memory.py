@@ -23,6 +23,7 @@ from bridge.embedded import redis_server_binary
 from tests.support.bridge_process import kill9, start_bridge, wait_healthz, write_config
 from tests.support.ops import clean_env
 from tests.support.redis_server import free_port
+from tests.test_failure_redis_restart import wait_until
 
 pytestmark = pytest.mark.failure
 
@@ -75,15 +76,6 @@ def get(port: int, path: str) -> httpx.Response | None:
         return httpx.get(f"http://127.0.0.1:{port}{path}", timeout=3)
     except httpx.HTTPError:
         return None
-
-
-def wait_until(predicate, timeout_s: float) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def fill(client: redis.Redis) -> int:
