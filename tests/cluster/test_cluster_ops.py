@@ -73,6 +73,8 @@ def test_check_reads_the_eviction_policy_of_every_master(
         code, out = run(config, capsys, "check", "--timeout", "3")
         assert code == 1, out
         assert f"maxmemory-policy allkeys-lru on 127.0.0.1:{victim} can evict any key" in out
+        assert main(["--config", str(config), "run", "--port", "0"]) == 2  # run refuses it too
+        assert f"run: maxmemory-policy allkeys-lru on 127.0.0.1:{victim}" in capsys.readouterr().err
     finally:
         node.config_set("maxmemory-policy", "noeviction")
         node.close()
