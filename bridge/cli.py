@@ -132,7 +132,13 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from bridge.app import create_app
+    from bridge.sources.build import check_kind_prerequisites
 
+    check_kind_prerequisites(settings.sources)  # one line and exit 2, not a traceback at start-up
+    refused = refused_eviction(settings)
+    if refused:
+        print(f"run: {refused}", file=sys.stderr)
+        return EXIT_USAGE
     host = args.host or settings.server.host
     port = args.port if args.port is not None else settings.server.port
     try:
@@ -156,6 +162,16 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         signal.signal(signum, lambda *_: None)
     server.run(sockets=[listener])
     return EXIT_OK if server.started else EXIT_START
+
+
+def refused_eviction(settings: Settings) -> str | None:
+    """A configured Redis whose maxmemory-policy can evict the bridge's keys (the embedded one cannot)."""
+    from bridge.redis_memory import refuse_eviction
+
+    if settings.redis.url is None:
+        return None
+    return asyncio.run(refuse_eviction(settings.redis.url.get_secret_value(), cluster=settings.redis.cluster,
+                                       allow_eviction=settings.redis.allow_eviction))
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -150,6 +150,18 @@ class Metrics:
             ["sink"],
             registry=r,
         )
+        self.redis_memory_used = Gauge(
+            "dlq_bridge_redis_memory_used_bytes", "used_memory of the bridge's Redis (the fullest master)", registry=r
+        )
+        self.redis_memory_max = Gauge(
+            "dlq_bridge_redis_memory_max_bytes", "maxmemory of the bridge's Redis (the fullest master; 0: no limit)",
+            registry=r,
+        )
+        self.quarantine_depth = Gauge(
+            "dlq_bridge_quarantine_depth",
+            "Entries in the dlq_bridge:quarantine:* lists (never trimmed; counted every minute)",
+            registry=r,
+        )
         self.loop_tick = Gauge("dlq_bridge_loop_tick_timestamp_seconds", "Last tick of the main loop", registry=r)
 
     def child(self, metric: M, *values: str) -> M:

@@ -41,6 +41,7 @@ from bridge.models import Alert, DeadLetter
 from bridge.offloop import DeadlineExceeded, OffLoop
 from bridge.quarantine import quarantine_alert, quarantine_title
 from bridge.redact import redact_key_name
+from bridge.redis_memory import RedisMemory, is_full_error
 from bridge.settings import SeveritySettings, SourcesSettings
 from bridge.sources.base import Claimed, Source
 from bridge.sources.kinds import KindSource
@@ -95,8 +96,10 @@ class Pipeline:
         handoff: HandOff,
         delivery: Delivery | None = None,
         kinds: Sequence[KindSource] = (),
+        memory: RedisMemory | None = None,
     ) -> None:
         self._kinds = list(kinds)
+        self._memory = memory
         self._redis_target = redis_target  # masked, for the logs
         self._source = source
         self._handoff = handoff
@@ -501,5 +504,8 @@ class Pipeline:
         self._health.set("loop", Status.OK)
 
     def _redis_down(self, exc: BaseException) -> None:
+        if self._memory is not None and is_full_error(exc):  # up, but full: said once every 10 s
+            self._health.set("redis", Status.FAILING, self._memory.refused(self._redis_target))
+            return
         self._health.set("redis", Status.FAILING, type(exc).__name__)
         log.warning("Redis unavailable at %s (%s); retrying", self._redis_target, type(exc).__name__)

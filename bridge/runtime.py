@@ -22,6 +22,7 @@ from bridge.http import build_http_client
 from bridge.metrics import Metrics
 from bridge.pipeline import Pipeline
 from bridge.redis_client import build_redis
+from bridge.redis_memory import RedisMemory
 from bridge.runbooks import RunbookCatalog
 from bridge.settings import Settings
 from bridge.sources.build import Built, build_kind_sources
@@ -47,6 +48,7 @@ class Runtime:
     pipeline: Pipeline
     delivery: Delivery
     kinds: Built
+    memory: RedisMemory
 
 
 def redis_url(settings: Settings, stack: contextlib.ExitStack) -> str:
@@ -105,6 +107,7 @@ async def open_runtime(
         client = build_redis(url, settings.redis, max_connections=redis_pool_size(settings))
         http = build_http_client(settings.http, transport)
         metrics, health = Metrics(), Health()
+        memory = RedisMemory(client, metrics)
         kinds = Built([])
         try:
             summarizer = build_summarizer(
@@ -133,10 +136,11 @@ async def open_runtime(
                 handoff=delivery.handoff,
                 delivery=delivery,
                 kinds=kinds.sources,
+                memory=memory,
             )
             yield Runtime(
                 settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline, delivery,
-                kinds,
+                kinds, memory,
             )
             await dispatcher.aclose()
             await summarizer.aclose()

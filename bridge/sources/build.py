@@ -11,8 +11,9 @@ import redis.asyncio as aioredis
 from pydantic import BaseModel
 
 from bridge.config.redis import RedisSettings
+from bridge.errors import ConfigError
 from bridge.sources.kinds import KindSource
-from bridge.sources.plugin import KindContext, KindRegistry
+from bridge.sources.plugin import KindContext, KindRegistry, env_value
 from bridge.sources.registry import KINDS
 
 
@@ -41,3 +42,25 @@ def build_kind_sources(
     ctx = KindContext(bridge, consumer_id, os.environ if environ is None else environ, redis or RedisSettings())
     sources = [plugin.build(table, ctx) for plugin, table in registry.configured(kinds)]
     return Built(sources, ctx.clients)
+
+
+def check_kind_prerequisites(
+    kinds: BaseModel, environ: Mapping[str, str] | None = None, registry: KindRegistry = KINDS
+) -> None:
+    """Before `run` starts: every client library and connection variable the kind tables need, so a
+    missing one is one line and exit 2, not a traceback from inside the server's start-up."""
+    environ = os.environ if environ is None else environ
+    problems: list[str] = []
+    for plugin, table in registry.configured(kinds):
+        owner = table.source_name()
+        try:
+            for attr in ("redis_url_env", "url_env"):
+                name = getattr(table, attr, None)
+                if name:
+                    env_value(environ, name, owner)
+            if plugin.requires is not None:
+                KindContext.needs(*plugin.requires, owner)
+        except ConfigError as exc:
+            problems += exc.problems
+    if problems:
+        raise ConfigError(problems)

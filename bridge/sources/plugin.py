@@ -24,6 +24,17 @@ from bridge.sources.kinds import KindSource
 
 K = TypeVar("K", bound=KindSettings)
 
+KINDS_EXTRA = "pip install 'dlq-bridge[kinds]'"
+"""What installs every kind's client library (the `kinds` extra of pyproject.toml)."""
+
+
+def env_value(environ: Mapping[str, str], name: str, owner: str) -> str:
+    """The value of environment variable `name`; a ConfigError naming it (never a value) when unset."""
+    value = environ.get(name, "").strip()
+    if not value:
+        raise ConfigError([f"source {owner}: environment variable {name} is not set"])
+    return value
+
 
 @dataclass
 class KindContext:
@@ -38,10 +49,7 @@ class KindContext:
 
     def env(self, name: str, owner: str) -> str:
         """The value of environment variable `name`; a ConfigError naming it (never a value) when unset."""
-        value = self.environ.get(name, "").strip()
-        if not value:
-            raise ConfigError([f"source {owner}: environment variable {name} is not set"])
-        return value
+        return env_value(self.environ, name, owner)
 
     def store(self, redis_url_env: str | None, owner: str) -> aioredis.Redis:
         """The Redis a table names by `redis_url_env` (one client factory: bridge.redis_client), else the bridge's."""
@@ -56,19 +64,21 @@ class KindContext:
     def needs(module: str, package: str, owner: str) -> None:
         """A kind whose client library is not installed is a configuration error, not a crash later."""
         if importlib.util.find_spec(module) is None:
-            raise ConfigError([f"source {owner}: needs the Python package {package} (pip extra `peers`)"])
+            raise ConfigError([f"source {owner}: needs the Python package {package}: {KINDS_EXTRA}"])
 
 
 @dataclass(frozen=True)
 class KindPlugin(Generic[K]):
     """One source kind: `kind` names its `[[sources.<kind>]]` tables, validated by `settings`; `build`
-    makes one reader per table; `described` is the reference's line; `own_ui` what retries its jobs."""
+    makes one reader per table; `described` is the reference's line; `own_ui` what retries its jobs;
+    `requires` the client library it imports, as (module, pip package), when not a core dependency."""
 
     kind: str
     settings: type[K]
     build: Callable[[K, KindContext], KindSource]
     described: str
     own_ui: str
+    requires: tuple[str, str] | None = None
 
 
 class KindRegistry:

@@ -35,10 +35,12 @@ KINDS = KindRegistry([
                "your stream's producer re-adds these entries (XADD to the work stream)"),
     KindPlugin("rabbitmq", RabbitMQSourceSettings, builders.rabbitmq,
                "`[[sources.rabbitmq]]`: queues bound to a dead-letter exchange, consumed (see docs/sources.md).",
-               "the RabbitMQ management UI (a shovel, or Celery's own tools) moves these messages back"),
+               "the RabbitMQ management UI (a shovel, or Celery's own tools) moves these messages back",
+               requires=("aio_pika", "aio-pika")),
     KindPlugin("sqs", SqsSourceSettings, builders.sqs,
                "`[[sources.sqs]]`: SQS dead-letter queues, consumed (see docs/sources.md).",
-               "the SQS console's DLQ redrive (StartMessageMoveTask) moves these messages back"),
+               "the SQS console's DLQ redrive (StartMessageMoveTask) moves these messages back",
+               requires=("boto3", "boto3")),
 ])
 
 KindSources = KINDS.tables_model("KindSources", KindTablesBase)

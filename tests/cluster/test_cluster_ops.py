@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+import redis
 from redis.cluster import RedisCluster
 
 from bridge import keys
@@ -58,6 +59,25 @@ def test_check_names_the_cluster_and_its_masters(config: Path, capsys: pytest.Ca
     code, out = run(config, capsys, "check", "--timeout", "3")
     assert code == 0, out
     assert "cluster of 3 masters, state ok" in out
+
+
+def test_check_reads_the_eviction_policy_of_every_master(
+    local_cluster: LocalCluster, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = run(config, capsys, "check", "--timeout", "3")
+    assert [line for line in out.splitlines() if line.startswith("redis memory") and "noeviction" in line], out
+    victim = local_cluster.primaries()[-1]
+    node = redis.Redis(port=victim)
+    node.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        code, out = run(config, capsys, "check", "--timeout", "3")
+        assert code == 1, out
+        assert f"maxmemory-policy allkeys-lru on 127.0.0.1:{victim} can evict any key" in out
+        assert main(["--config", str(config), "run", "--port", "0"]) == 2  # run refuses it too
+        assert f"run: maxmemory-policy allkeys-lru on 127.0.0.1:{victim}" in capsys.readouterr().err
+    finally:
+        node.config_set("maxmemory-policy", "noeviction")
+        node.close()
 
 
 def test_check_fails_while_a_master_is_down(

@@ -10,7 +10,7 @@ import redis
 
 from bridge.errors import ConfigError
 from bridge.settings import load_settings
-from tests.support.ops import cli_sync
+from tests.support.ops import clean_env, cli, cli_sync
 
 
 def config(tmp_path: Path, redis_url: str, *tables: str) -> Path:
@@ -51,6 +51,38 @@ def test_check_fails_a_kind_source_whose_url_variable_is_not_set(tmp_path: Path,
     rows = [r for r in json.loads(done.out) if r["component"] == "source"]
     assert rows and rows[0]["status"] == "FAIL" and "NO_SUCH_AMQP_URL" in rows[0]["detail"]
     assert done.code == 1
+
+
+RABBIT = '[[sources.rabbitmq]]\nurl_env = "AMQP_URL"\nqueue = "orders.dlq"\n'
+
+
+def without_aio_pika(tmp_path: Path) -> dict[str, str]:
+    """An environment whose Python cannot import aio-pika, installed or not (a sitecustomize hides it)."""
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['aio_pika'] = None\n")
+    return clean_env(PYTHONPATH=str(hide), AMQP_URL="amqp://guest:guest@127.0.0.1:5672/")
+
+
+async def test_run_without_aio_pika_is_one_line_naming_the_kinds_extra(tmp_path: Path, redis_url: str) -> None:
+    done = await cli(config(tmp_path, redis_url, RABBIT), "run", "--port", "0", env=without_aio_pika(tmp_path))
+    assert done.code == 2
+    assert done.err.strip() == (
+        "error: source rabbitmq.orders.dlq: needs the Python package aio-pika: pip install 'dlq-bridge[kinds]'"
+    )
+
+
+async def test_check_without_aio_pika_names_the_kinds_extra(tmp_path: Path, redis_url: str) -> None:
+    done = await cli(config(tmp_path, redis_url, RABBIT), "check", "--json", env=without_aio_pika(tmp_path))
+    rows = [r for r in json.loads(done.out) if r["component"] == "source"]
+    assert rows and rows[0]["status"] == "FAIL" and "pip install 'dlq-bridge[kinds]'" in rows[0]["detail"]
+    assert done.code == 1
+
+
+def test_run_with_an_unset_url_variable_is_one_line(tmp_path: Path, redis_url: str) -> None:
+    done = cli_sync(config(tmp_path, redis_url, RABBIT.replace("AMQP_URL", "NO_SUCH_AMQP_URL")), "run", "--port", "0")
+    assert done.code == 2
+    assert done.err.strip() == "error: source rabbitmq.orders.dlq: environment variable NO_SUCH_AMQP_URL is not set"
 
 
 def test_peek_points_to_the_job_systems_own_ui(tmp_path: Path, redis_url: str, clean_redis: redis.Redis) -> None:

@@ -1,0 +1,203 @@
+"""Bytes the bridge keeps in Redis per archived entry, group, ledger key and remembered kind job.
+
+Starts its own redis-server on a free port, pushes dead letters into Redis lists and Sidekiq
+jobs into a `dead` set, runs the real `dlq-bridge run` until every alert is delivered to the
+console sink, then measures every `dlq_bridge:*` key with `MEMORY USAGE … SAMPLES 0` and prints
+one row per key family: keys, items (list entries, hash fields, set members), bytes in all,
+bytes per item, and what bounds the family. docs/design.md, section 6 quotes the figures.
+
+  python bench/bench_redis_memory.py                  # 2,000 list entries, 500 Sidekiq jobs
+  python bench/bench_redis_memory.py --entries 10000 --error-bytes 2048
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import redis
+
+from bridge.embedded import EmbeddedRedis
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# (family, key pattern, what holds it) — first match wins.
+FAMILIES = [
+    ("archived entry", r"^dlq_bridge:alerted:", "sources.archive_max per DLQ (LTRIM)"),
+    ("entry record", r"^dlq_bridge:entries:\{[^}]*\}$", "sources.archive_max per source, with the archive"),
+    ("entry index", r"^dlq_bridge:entries:\{[^}]*\}:index$", "sources.archive_max per source, with the archive"),
+    ("hand-off stats", r"^dlq_bridge:stats:", "one hash per source and minute, 2 h TTL"),
+    ("ledger key", r"^dlq_bridge:delivered:", "delivery.ledger_ttl_s (7 days)"),
+    ("group state", r"^dlq_bridge:group:\{[^}]*\}:state:", "closed after delivery.group window; one per cause"),
+    ("group jobs", r"^dlq_bridge:group:\{[^}]*\}:(jobs|job|queues):", "per open or last closed group"),
+    ("group (previous)", r"^dlq_bridge:group:\{[^}]*\}:prev", "the cause's last closed group"),
+    ("groups index", r"^dlq_bridge:groups:", "one per sink"),
+    ("summary cache", r"^dlq_bridge:summary:", "openclaw.cache_ttl_s per fingerprint"),
+    ("kind cursor", r"^dlq_bridge:cursor:\{[^}]*\}$", "one per watched source"),
+    ("kind cursor ids", r"^dlq_bridge:cursor:\{[^}]*\}:ids$", "ids finished at the watermark's score only"),
+    ("remembered kind job", r"^dlq_bridge:cursor:\{[^}]*\}:held", "until the job leaves the store (resolve)"),
+    ("kind leases", r"^dlq_bridge:cursor:\{[^}]*\}:lease", "while a job is being alerted"),
+    ("sink queue", r"^dlq_bridge:sinkq:", "until delivered"),
+    ("outbox", r"^dlq_bridge:outbox:", "until forwarded to the sink queues"),
+    ("undeliverable", r"^dlq_bridge:undeliverable", "delivery.undeliverable_max"),
+    ("quarantine", r"^dlq_bridge:quarantine:", "never trimmed: check warns, dlq_bridge_quarantine_depth"),
+    ("heartbeat", r"^dlq_bridge:consumer:", "sources.heartbeat_ttl_s"),
+]
+
+
+def items(client: redis.Redis, key: bytes, kind: bytes) -> int:
+    counters = {b"list": client.llen, b"hash": client.hlen, b"zset": client.zcard, b"set": client.scard,
+                b"stream": client.xlen}
+    counter = counters.get(kind)
+    return int(counter(key)) if counter else 1
+
+
+def measure(client: redis.Redis) -> list[tuple[str, int, int, int, str]]:
+    found: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for key in client.scan_iter(match="dlq_bridge:*", count=1000):
+        name = key.decode()
+        family, bound = next(((f, b) for f, p, b in FAMILIES if re.search(p, name)), ("other: " + name[:40], ""))
+        row = found[f"{family}\x1f{bound}"]
+        row[0] += 1
+        row[1] += items(client, key, client.type(key))
+        row[2] += int(client.memory_usage(key, samples=0) or 0)
+    rows = []
+    for label, (count, members, size) in sorted(found.items()):
+        family, bound = label.split("\x1f")
+        rows.append((family, count, members, size, bound))
+    return rows
+
+
+def dead_letter(i: int, error_bytes: int) -> bytes:
+    error = f"TimeoutError: upstream {i % 50} timed out " + "x" * max(0, error_bytes - 40)
+    return json.dumps({"job_id": f"job-{i}", "job_name": "send_email", "queue": "emails", "attempts": 3,
+                       "last_error": error, "correlation_id": f"c-{i}"}).encode()
+
+
+def sidekiq_job(i: int, error_bytes: int) -> str:
+    return json.dumps({"jid": f"jid{i:08d}", "class": "HardWorker", "queue": "default", "args": [i],
+                       "retry_count": 3, "error_class": "Net::ReadTimeout",
+                       "error_message": "x" * error_bytes, "failed_at": 1.7e9 + i})
+
+
+def wait_until(predicate, timeout_s: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def drained(client: redis.Redis, queues: int, jobs: int) -> bool:
+    alerted = sum(int(client.llen(k)) for k in client.scan_iter(match="dlq_bridge:alerted:*"))
+    queued = sum(int(client.hlen(k)) for k in client.scan_iter(match="dlq_bridge:sinkq:*:items"))
+    outbox = sum(int(client.hlen(k)) for k in client.scan_iter(match="dlq_bridge:outbox:*"))
+    return alerted >= queues + jobs and queued == 0 and outbox == 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--entries", type=int, default=2000)
+    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--error-bytes", type=int, default=512)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="dlqb-bench-memory-"))
+    server = EmbeddedRedis(work / "redis", _free_port(), appendonly=False)
+    server.start()
+    client = redis.Redis.from_url(server.url)
+    try:
+        client.lpush("dead_letter:emails", *[dead_letter(i, args.error_bytes) for i in range(args.entries)])
+        client.zadd("dead", {sidekiq_job(i, args.error_bytes): 1.7e9 + i for i in range(args.jobs)})
+        before = int(client.info("memory")["used_memory"])
+        config = work / "bridge.toml"
+        port = _free_port()
+        receiver = Receiver()
+        config.write_text(f'[server]\nport = {port}\n[redis]\nurl = "{server.url}"\nconsumer_id = "bench-memory"\n'
+                          "[[sources.sidekiq]]\n"
+                          '[[sinks]]\nname = "console"\ntype = "console"\n'
+                          f'[[sinks]]\nname = "hooks"\ntype = "webhook"\nurl = "{receiver.url}/hook"\n'
+                          'secret = "bench-secret"\n'
+                          f'[[sinks]]\nname = "slack"\ntype = "slack"\nurl = "{receiver.url}/slack"\n'
+                          f'[[sinks]]\nname = "pd"\ntype = "pagerduty"\nevents_url = "{receiver.url}/pd"\n'
+                          'routing_key = "bench-routing-key-0123456789abcdef"\n')
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DLQ_BRIDGE_")}
+        log = (work / "bridge.log").open("wb")
+        proc = subprocess.Popen([sys.executable, "-m", "bridge", "--config", str(config), "run"], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            if not wait_until(lambda: proc.poll() is not None or drained(client, args.entries, args.jobs), 300):
+                print(f"bench: the bridge did not finish in 300 s; see {work / 'bridge.log'}", file=sys.stderr)
+                return 1
+            if proc.poll() is not None:
+                print(f"bench: the bridge exited {proc.returncode}: {(work / 'bridge.log').read_text()[-2000:]}",
+                      file=sys.stderr)
+                return 1
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+            receiver.stop()
+        after = int(client.info("memory")["used_memory"])
+        print(f"redis memory: {args.entries} list entries + {args.jobs} Sidekiq jobs, errors of {args.error_bytes} B,"
+              " console, webhook, Slack and PagerDuty sinks (one local receiver);"
+              f" used_memory {before / 1e6:.1f} MB before, {after / 1e6:.1f} MB after")
+        print(f"{'family':<22} {'keys':>6} {'items':>7} {'bytes':>10} {'B/item':>7}  bound")
+        rows = measure(client)
+        for family, count, members, size, bound in rows:
+            print(f"{family:<22} {count:>6} {members:>7} {size:>10} {size / max(members, 1):>7.0f}  {bound}")
+        groups = [r for r in rows if r[0].startswith("group ")]
+        opened = sum(r[1] for r in rows if r[0] == "group state")
+        print(f"per group (state, jobs, queues, previous; {opened} groups): "
+              f"{sum(r[3] for r in groups) / max(opened, 1):.0f} B")
+    finally:
+        server.stop()
+    return 0
+
+
+class Receiver:
+    """One receiver on loopback for the webhook (204), Slack (200 ok) and PagerDuty (202) sinks."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status, body = {"/slack": (200, b"ok"), "/pd": (202, b'{"status": "success"}')}.get(
+                    self.path, (204, b""))
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_args: object) -> None:
+                return None
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_port}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
