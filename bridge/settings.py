@@ -346,9 +346,10 @@ class OpenClawSettings(_Section):
     breaker_cooldown_s: float = Field(
         default=60.0, gt=0, description="Seconds the circuit stays open before a trial call."
     )
-    json_mode: bool = Field(
-        default=True,
-        description="Ask for `response_format` JSON (best effort; replies are validated anyway).",
+    response_format: Literal["json_schema", "json_object", "none"] = Field(
+        default="json_schema",
+        description="`response_format` sent: `json_schema` (the summary schema, runbook ids as an enum), "
+        "`json_object`, or `none`. Best effort; replies are salvaged field by field anyway.",
     )
     max_wait_s: float = Field(
         default=10.0,

@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import httpx
 
-from bridge.models import Alert, Notification
+from bridge.models import Alert, Notification, Summary
 from bridge.signing import message_id, sign_headers
 from bridge.sinks import digest
 from bridge.sinks.http_errors import post
@@ -52,11 +52,16 @@ def render_body(alert: Alert) -> dict[str, Any]:
         "source_key": dl.source_key,
         "raw_digest": dl.raw_digest,
         "parse_error": dl.parse_error,
-        "summary": summary.draft().model_dump(mode="json"),
+        "summary": summary_body(summary),
         "summary_source": summary.source.value,
         "fallback_reason": summary.fallback_reason,
         "runbook_url": alert.runbook_url,
     }
+
+
+def summary_body(summary: Summary) -> dict[str, Any]:
+    """The five summary keys and `repairs`: the reply fields the bridge repaired (docs/design.md, section 4)."""
+    return {**summary.draft().model_dump(mode="json"), "repairs": list(summary.repairs)}
 
 
 def encode(body: dict[str, Any]) -> bytes:
@@ -97,7 +102,7 @@ def render_group_body(n: Notification) -> dict[str, Any]:
         "previous_at": digest.iso(n.previous_at),
         "queues": {q: n.queue_counts.get(q, 0) for q in n.queues},
         "fingerprint": first.dead_letter.fingerprint,
-        "summary": summary.draft().model_dump(mode="json"),
+        "summary": summary_body(summary),
         "summary_source": summary.source.value,
         "fallback_reason": summary.fallback_reason,
         "runbook_url": first.runbook_url,
