@@ -200,7 +200,7 @@ if __name__ == "__main__":
     parser.add_argument("--limit", type=int, default=None, help="first N corpus entries only")
     parser.add_argument("--response-format", default="json_schema", choices=["json_schema", "json_object", "none"])
     parser.add_argument("--timeout", type=float, default=180.0, help="openclaw.timeout_s (quality, not latency)")
-    parser.add_argument("--threads", type=int, default=2, help="model server CPU threads")
+    parser.add_argument("--threads", type=int, default=None, help="model server CPU threads (default 2)")
     parser.add_argument("--out", help="write every summary as JSON to this file")
     parser.add_argument("--verbose", action="store_true", help="one line per dead letter")
     asyncio.run(main(parser.parse_args()))

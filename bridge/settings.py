@@ -331,12 +331,17 @@ class OpenClawSettings(_Section):
     token_env: str | None = secret_env("the token", "OPENCLAW_GATEWAY_TOKEN")
     token_file: Path | None = secret_file("the token")
     timeout_s: float = Field(
-        default=30.0,
+        default=90.0,
         gt=0,
-        description="Timeout of one gateway call; then a fallback summary (a real gateway's first call takes 8-30 s).",
+        description="Timeout of one gateway call, from when it is sent (time waiting for a slot is not counted); "
+        "then a fallback summary. A CPU model's cold first call takes 25-35 s, and a call queued behind another.",
     )
     max_concurrency: int = Field(
-        default=4, ge=1, le=256, description="Gateway calls in flight at most (the gateway serializes runs)."
+        default=2,
+        ge=1,
+        le=256,
+        description="Gateway calls in flight at most; the rest wait in the bridge, outside `timeout_s` "
+        "(a local model serves one call at a time; a hosted one may take 4).",
     )
     calls_per_minute: int = Field(
         default=60, ge=0, description="Call budget per minute; over it: fallback summaries (`budget`)."

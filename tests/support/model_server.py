@@ -57,9 +57,14 @@ class ModelServer:
                 self.process.wait(timeout=10)
 
 
-def start_model_server(workdir: Path, name: str = "qwen15", *, threads: int = 2,
+def start_model_server(workdir: Path, name: str = "qwen15", *, threads: int | None = None,
                        timeout_s: float = 300) -> ModelServer:
-    """Start the server on a free loopback port; returns once the model is loaded."""
+    """Start the server on a free loopback port; returns once the model is loaded.
+
+    Threads: `threads`, else $DLQ_BRIDGE_MODEL_THREADS, else 2 (one per core of an idle 2-core
+    machine; on a machine busy with other work, 1 is faster: llama.cpp's threads wait on each other).
+    """
+    threads = threads or int(os.environ.get("DLQ_BRIDGE_MODEL_THREADS", "2"))
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / f"{name}-calls.jsonl"
     process = subprocess.Popen(
