@@ -161,3 +161,20 @@ def test_any_hostile_reply_is_a_valid_clean_draft_or_a_fallback(reply: dict[str,
         assert text.strip() and "\u202e" not in text
         assert "evil." not in text.lower() and "javascript:" not in text.lower()
     assert set(result.repairs) <= {"title", "likely_cause", "severity", "next_steps", "runbook_hint", "extra_keys"}
+
+
+def test_the_console_entry_page_names_the_repaired_fields() -> None:
+    from bridge.console.entries import summary_view
+    from bridge.console.render import build_environment
+    from bridge.envelope import normalize
+    from bridge.models import Alert, Summary, SummarySource
+    from tests.conftest import envelope_entry
+
+    salvaged = salvage({**GOOD, "runbook_hint": "ffmpeg_error_234", "severity": "high"})
+    summary = Summary(**salvaged.draft.model_dump(), source=SummarySource.OPENCLAW, repairs=salvaged.repairs)
+    alert = Alert(dead_letter=normalize(envelope_entry(), "dead_letter:orders"), summary=summary)
+    view = summary_view(alert, None)
+    assert view.repairs == ["severity", "runbook_hint"]
+    macros = build_environment().get_template("_macros.html").module
+    html = str(macros.summary(view, None))
+    assert "summary from openclaw, repaired: severity, runbook_hint" in html

@@ -27,7 +27,8 @@ from tests.support.model_server import ModelServer
 from tests.support.openclaw_gateway import Gateway
 from tests.test_summarize_integration import drain, summaries
 
-MODEL_TIMEOUT_S = 240.0  # a cold CPU model on a shared machine; the defaults are measured in docs/benchmarks.md
+pytestmark = pytest.mark.timeout(2400)  # a CPU model: seconds idle, minutes on a machine busy with other work
+MODEL_TIMEOUT_S = 600.0  # quality is tested here, not latency (that is bench/bench_quality.py)
 FAILURES = [
     ("media", "transcode_upload", "Error: ffmpeg exited with code 234: Conversion failed!"),
     ("billing", "charge_card", "Stripe::CardError: Your card was declined."),
@@ -53,7 +54,8 @@ async def summarize_all(settings: Settings, aredis: aioredis.Redis) -> list[Summ
 
 def assert_real_summaries(found: list[Summary]) -> None:
     ids = set(RunbookCatalog.load().ids())
-    for summary, (queue, job, _error) in zip(found, FAILURES, strict=True):
+    assert len(found) == len(FAILURES)
+    for summary in found:
         assert summary.source == "openclaw", (summary.fallback_reason, summary)
         assert summary.runbook_hint in ids | {""}
         assert summary.title and summary.likely_cause and 1 <= len(summary.next_steps) <= 4

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.process import stop_group
+
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_DIR = ROOT / "tools" / "model-server"
 NODE = SERVER_DIR / "node_modules" / ".bin" / "node"
@@ -48,13 +50,7 @@ class ModelServer:
         return self.log_path.read_text().splitlines() if self.log_path.exists() else []
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
+        stop_group(self.process)
 
 
 def start_model_server(workdir: Path, name: str = "qwen15", *, threads: int | None = None,
