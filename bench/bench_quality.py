@@ -120,8 +120,8 @@ async def run_corpus(name: str, url: str | None, entries: list[dict[str, Any]], 
     row = Row(name)
     settings = settings_for(url, args.response_format, args.timeout)
     async with httpx.AsyncClient(trust_env=False) as http:
-        summarizer = build_summarizer(settings, RunbookCatalog.load(), aioredis.Redis(port=1), http,
-                                      Metrics(), Health())
+        runbooks = RunbookCatalog.load(Path(args.runbooks) if args.runbooks else None)
+        summarizer = build_summarizer(settings, runbooks, aioredis.Redis(port=1), http, Metrics(), Health())
         for entry in entries:
             dl = dead_letter(entry)
             started = time.perf_counter()
@@ -201,6 +201,7 @@ if __name__ == "__main__":
     parser.add_argument("--response-format", default="json_schema", choices=["json_schema", "json_object", "none"])
     parser.add_argument("--timeout", type=float, default=180.0, help="openclaw.timeout_s (quality, not latency)")
     parser.add_argument("--threads", type=int, default=None, help="model server CPU threads (default 2)")
+    parser.add_argument("--runbooks", help="another runbook folder (e.g. an older runbooks/failures)")
     parser.add_argument("--out", help="write every summary as JSON to this file")
     parser.add_argument("--verbose", action="store_true", help="one line per dead letter")
     asyncio.run(main(parser.parse_args()))
