@@ -62,6 +62,12 @@ class Metrics:
             ["source", "reason"],
             registry=r,
         )
+        self.summary_repairs = Counter(
+            "dlq_bridge_summary_repairs_total",
+            "Model reply fields repaired instead of falling back (runbook_hint, severity, next_steps, ...)",
+            ["field"],
+            registry=r,
+        )
         self.gateway_seconds = Histogram(
             "dlq_bridge_gateway_request_seconds",
             "OpenClaw gateway call latency, by outcome",

@@ -90,6 +90,7 @@ class Summary(SummaryDraft):
 
     source: SummarySource
     fallback_reason: str | None = None
+    repairs: tuple[str, ...] = ()  # reply fields the bridge repaired (bridge.summarize.salvage)
 
     def draft(self) -> SummaryDraft:
         return SummaryDraft.model_validate(self.model_dump(include=set(SummaryDraft.model_fields)))

@@ -34,6 +34,7 @@ class Runbook:
     priority: int = 100
     fallback: bool = False
     path: Path | None = field(default=None, compare=False)
+    use_when: str = ""  # one line for the model's catalogue: when this runbook fits
 
     def matches(self, text: str) -> bool:
         return any(p.search(text) for p in self.patterns)
@@ -77,8 +78,8 @@ class RunbookCatalog:
         return self._by_id.get(runbook_id)
 
     def catalogue(self) -> list[dict[str, str]]:
-        """Ids and titles, as given to the model to choose a hint from."""
-        return [{"id": rb.id, "title": rb.title} for rb in self._ordered]
+        """Ids, titles and "use when" lines, as given to the model to choose a hint from."""
+        return [{"id": rb.id, "title": rb.title, "use_when": rb.use_when} for rb in self._ordered]
 
     def match(self, dead_letter: DeadLetter) -> Runbook | None:
         """The first runbook whose patterns match the entry's error text."""
@@ -119,4 +120,5 @@ def parse_runbook(path: Path) -> Runbook:
         priority=int(meta.get("priority", 100)),
         fallback=bool(meta.get("fallback", False)),
         path=path,
+        use_when=str(meta.get("use_when", "")),
     )

@@ -114,6 +114,6 @@ async def test_every_nasty_entry_becomes_an_alert_and_no_secret_leaks(
         assert "<https://evil.example" not in card
     for request in hook.requests:
         sent = json.loads(request.body)
-        assert set(sent["summary"]) == {"title", "severity", "likely_cause", "next_steps", "runbook_hint"}
+        assert set(sent["summary"]) == {"title", "severity", "likely_cause", "next_steps", "runbook_hint", "repairs"}
         # non-ASCII ids travel percent-encoded (HTTP headers are ASCII)
         assert unquote(request.headers["idempotency-key"]) == f"{sent['queue']}:{sent['job_id']}"

@@ -27,7 +27,8 @@ from bridge.intake import normalize
 from bridge.keys import queue_of
 from bridge.redact import CUT_MARK, MAX_MATCHES, REDACTED, is_sensitive_key, redact_id, redact_text
 from bridge.sinks.http_errors import check_response
-from bridge.summarize.reply import URL_REMOVED, parse_reply
+from bridge.summarize.reply import URL_REMOVED
+from bridge.summarize.salvage import salvage_reply
 from bridge.untrusted import SafeFormatter, escape_controls, is_invisible, strip_invisible
 
 ALNUM = string.ascii_letters + string.digits
@@ -281,8 +282,9 @@ def test_any_payload_normalizes_to_a_bounded_envelope_without_the_planted_secret
      "h\u2060ttps://evil.example", "data:text/html;base64,PHNjcmlwdD4="],
 )
 def test_no_link_survives_in_model_output(text: str) -> None:
-    reply = {"title": "t", "severity": "error", "likely_cause": text, "next_steps": [text], "runbook_hint": ""}
-    draft = parse_reply(json.dumps(reply), set(), runbook_base="https://runbooks.acme.io/")
+    reply = {"title": "t", "severity": "error", "likely_cause": f"It failed: {text}", "next_steps": [f"Not {text}"],
+             "runbook_hint": ""}
+    draft = salvage_reply(json.dumps(reply), set(), runbook_base="https://runbooks.acme.io/").draft
     for field in (draft.likely_cause, draft.next_steps[0]):
         assert URL_REMOVED in field
         assert not any(bad in field.lower() for bad in ("evil.", "javascript:", "mailto:", "data:", "://"))
@@ -291,7 +293,7 @@ def test_no_link_survives_in_model_output(text: str) -> None:
 def test_runbook_links_survive_and_invisible_characters_do_not() -> None:
     cause = "see https://runbooks.acme.io/timeouts#retry\u061c\u2060\ufeff\u00ad\U000e0041 or https://runbooks.acme.io.evil.com/"
     reply = {"title": "t", "severity": "error", "likely_cause": cause, "next_steps": ["x"], "runbook_hint": ""}
-    draft = parse_reply(json.dumps(reply), set(), runbook_base="https://runbooks.acme.io")
+    draft = salvage_reply(json.dumps(reply), set(), runbook_base="https://runbooks.acme.io").draft
     assert draft.likely_cause == f"see https://runbooks.acme.io/timeouts#retry or {URL_REMOVED}"
 
 

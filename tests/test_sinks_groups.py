@@ -202,7 +202,7 @@ async def test_webhook_alert_group_event_is_signed_like_the_single_event() -> No
     assert (payload["count"], payload["new_count"], payload["sequence"]) == (12, 4, 2)
     assert payload["first_seen"] == "2027-01-15T08:00:00.000Z"
     assert payload["severity"] == "error" and payload["first"]["type"] == "dlq.alert"
-    assert set(payload["summary"]) == {"title", "severity", "likely_cause", "next_steps", "runbook_hint"}
+    assert set(payload["summary"]) == {"title", "severity", "likely_cause", "next_steps", "runbook_hint", "repairs"}
 
 
 async def test_slack_and_pagerduty_send_groups_to_real_receivers() -> None:

@@ -48,7 +48,7 @@ async def test_receiver_verifies_body_and_both_signatures(
     assert headers["idempotency-key"] == "orders:job-1"
     assert headers["webhook-id"] == payload["id"] and payload["id"].startswith("msg_")
     assert payload["type"] == "dlq.alert" and payload["summary_source"] == "fallback"
-    assert set(payload["summary"]) == {"title", "severity", "likely_cause", "next_steps", "runbook_hint"}
+    assert set(payload["summary"]) == {"title", "severity", "likely_cause", "next_steps", "runbook_hint", "repairs"}
     alert = make_alert()
     for name in ENVELOPE:
         assert payload[name] == getattr(alert.dead_letter, name), name

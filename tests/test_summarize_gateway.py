@@ -108,7 +108,9 @@ async def test_valid_reply_is_used_and_request_is_well_formed(rig: Rig) -> None:
     assert request.headers["x-openclaw-agent-id"] == "dlq-summarizer"
     body = json.loads(request.content)
     assert body["model"] == "openclaw/dlq-summarizer" and body["temperature"] == 0
-    assert body["response_format"] == {"type": "json_object"}
+    schema = body["response_format"]["json_schema"]["schema"]
+    assert body["response_format"]["type"] == "json_schema"
+    assert set(schema["properties"]["runbook_hint"]["enum"]) == {*RunbookCatalog.load().ids(), ""}
     system, user = body["messages"]
     assert system["role"] == "system" and "one json object" in system["content"].lower()
     assert "- timeout: " in system["content"]  # the runbook catalogue
@@ -119,10 +121,10 @@ async def test_valid_reply_is_used_and_request_is_well_formed(rig: Rig) -> None:
     assert "fingerprint" not in envelope
 
 
-async def test_no_token_no_authorization_header_and_json_mode_off(
+async def test_no_token_no_authorization_header_and_no_response_format(
     make_settings: Callable[..., Settings], aredis: aioredis.Redis
 ) -> None:
-    settings = make_settings(openclaw={"url": GW, "token_env": "", "json_mode": False,
+    settings = make_settings(openclaw={"url": GW, "token_env": "", "response_format": "none",
                                        "model": "openclaw:dlq-summarizer"})
     router = respx.MockRouter()
     route = router.post(CHAT).mock(return_value=chat(json.dumps(VALID)))
@@ -153,29 +155,46 @@ async def test_wrapped_replies_are_extracted(rig: Rig, content: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("reply", "reason"),
+    "reply",
     [
-        ({**VALID, "severity": "urgent"}, "schema"),
-        ({**VALID, "title": ""}, "schema"),
-        ({**VALID, "title": "x" * 121}, "schema"),
-        ({k: v for k, v in VALID.items() if k != "likely_cause"}, "schema"),
-        ({**VALID, "next_steps": "restart it"}, "schema"),
-        ({**VALID, "url": "https://evil.example/x", "sink": "pagerduty"}, "schema"),
-        ({**VALID, "next_steps": ["a", "b", "c", "d", "e"]}, "schema"),
-        ({**VALID, "next_steps": []}, "schema"),
-        ({**VALID, "runbook_hint": "reboot-the-world"}, "schema"),
-        ({**VALID, "runbook_hint": "https://evil.example/runbook"}, "schema"),
+        {**VALID, "title": ""},
+        {**VALID, "title": "https://evil.example/x"},
+        {k: v for k, v in VALID.items() if k != "likely_cause"},
+        {**VALID, "likely_cause": 42},
     ],
-    ids=["bad-severity", "empty-title", "long-title", "missing-key", "steps-not-list",
-         "extra-keys", "too-many-steps", "no-steps", "unknown-runbook", "url-runbook"],
+    ids=["empty-title", "title-only-a-link", "missing-cause", "cause-not-text"],
 )
-async def test_invalid_replies_fall_back(rig: Rig, reply: dict[str, Any], reason: str) -> None:
+async def test_replies_without_a_title_or_cause_fall_back(rig: Rig, reply: dict[str, Any]) -> None:
     rig.route.mock(return_value=chat(json.dumps(reply)))
     summary = await rig.summarize()
-    assert summary.source == "fallback" and summary.fallback_reason == reason
+    assert summary.source == "fallback" and summary.fallback_reason == "schema"
     assert summary.title == "orders: ship_order failed after 3 attempts"
     assert summary.likely_cause.startswith("TimeoutError: warehouse API timed out")  # docs/design.md, section 4
     assert summary.runbook_hint == "timeout"
+
+
+@pytest.mark.parametrize(
+    ("reply", "repaired", "check"),
+    [
+        ({**VALID, "severity": "urgent"}, "severity", lambda s: s.severity == "error"),
+        ({**VALID, "title": "word " * 40}, "title", lambda s: len(s.title) <= 120 and s.title.endswith("…")),
+        ({**VALID, "next_steps": "restart it"}, "next_steps", lambda s: s.next_steps[0].startswith("Check")),
+        ({**VALID, "url": "https://evil.example/x", "sink": "pagerduty"}, "extra_keys", lambda s: True),
+        ({**VALID, "next_steps": list("abcde")}, "next_steps", lambda s: s.next_steps == list("abcd")),
+        ({**VALID, "runbook_hint": "reboot-the-world"}, "runbook_hint", lambda s: s.runbook_hint == "timeout"),
+        ({**VALID, "runbook_hint": "https://evil.example/rb"}, "runbook_hint", lambda s: s.runbook_hint == "timeout"),
+    ],
+    ids=["bad-severity", "long-title", "steps-not-list", "extra-keys", "too-many-steps", "unknown-runbook",
+         "url-runbook"],
+)
+async def test_one_bad_field_is_repaired_and_the_rest_kept(
+    rig: Rig, reply: dict[str, Any], repaired: str, check: Callable[[Summary], bool]
+) -> None:
+    rig.route.mock(return_value=chat(json.dumps(reply)))
+    summary = await rig.summarize()
+    assert summary.source == "openclaw" and summary.repairs == (repaired,)
+    assert summary.likely_cause == VALID["likely_cause"] and check(summary)
+    assert f'dlq_bridge_summary_repairs_total{{field="{repaired}"}} 1.0'.encode() in rig.metrics.render()
 
 
 @pytest.mark.parametrize(
@@ -403,3 +422,15 @@ async def test_model_links_survive_only_under_the_configured_runbook_base(rig_fa
     assert summary.source == "openclaw"
     assert "https://runbooks.acme.io/timeout.md" in summary.likely_cause
     assert "evil" not in summary.likely_cause
+
+
+async def test_response_format_json_object_sends_the_plain_json_mode(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    settings = make_settings(openclaw={"url": GW, "token_env": "", "response_format": "json_object"})
+    router = respx.MockRouter()
+    route = router.post(CHAT).mock(return_value=chat(json.dumps(VALID)))
+    async with httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler)) as http:
+        summarizer = build_summarizer(settings, RunbookCatalog.load(), aredis, http, Metrics(), Health())
+        assert (await summarizer.summarize(dead_letter())).source == "openclaw"
+    assert json.loads(route.calls[0].request.content)["response_format"] == {"type": "json_object"}

@@ -162,16 +162,17 @@ async def test_prompt_injection_cannot_change_destination_headers_or_schema(
                   "secret": "hook-secret-0123456789"}]
         runtime = await drain(oc_settings(make_settings, gw_url, sinks=sinks), io.StringIO())
     assert gateway.calls == 3
-    assert summaries(runtime, "fallback", "schema") == 2 and summaries(runtime, "openclaw") == 1
+    assert summaries(runtime, "openclaw") == 3  # each reply salvaged: the bad fields repaired, never obeyed
     assert sorted(path for path, _, _ in received) == ["hooks/dlq"] * 3
     by_job = {body["job_name"]: (headers, body) for _, headers, body in received}
     for headers, body in by_job.values():
         assert "x-evil" not in headers and body["type"] == "dlq.alert"
-        assert set(body["summary"]) == {"title", "severity", "likely_cause", "next_steps", "runbook_hint"}
+        assert set(body["summary"]) == {"title", "severity", "likely_cause", "next_steps", "runbook_hint", "repairs"}
         assert "sink" not in body and "url" not in body and "headers" not in body
         assert "phish.example" not in json.dumps(body["summary"])
-    assert by_job["extra_keys"][1]["summary_source"] == "fallback"
+    assert by_job["extra_keys"][1]["summary"]["repairs"] == ["extra_keys"]
     assert by_job["bad_runbook"][1]["summary"]["runbook_hint"] != "https://evil.example/rb"
+    assert by_job["bad_runbook"][1]["summary"]["repairs"] == ["runbook_hint"]
     accepted = by_job["schema_ok"][1]
     assert accepted["summary_source"] == "openclaw"
     assert "[link removed]" in accepted["summary"]["title"]

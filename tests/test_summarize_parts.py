@@ -13,7 +13,8 @@ from bridge.runbooks import RunbookCatalog
 from bridge.summarize.breaker import BreakerState, CircuitBreaker
 from bridge.summarize.budget import CallBudget
 from bridge.summarize.prompt import load_system_prompt, unwrap_dead_letter, user_message
-from bridge.summarize.reply import extract_json_object, parse_reply
+from bridge.summarize.reply import extract_json_object
+from bridge.summarize.salvage import salvage_reply
 from tests.test_summarize_gateway import VALID, dead_letter
 
 
@@ -43,14 +44,16 @@ def test_extract_first_object(text: str, expected: object) -> None:
 
 def test_parse_reply_strips_control_chars_and_keeps_limits() -> None:
     reply = {**VALID, "title": "orders\u202e: bad\x07 " + "www.x.io " * 10}
-    draft = parse_reply(json.dumps(reply), {"timeout"})
+    draft = salvage_reply(json.dumps(reply), {"timeout"}).draft
     assert "\u202e" not in draft.title and "\x07" not in draft.title
     assert len(draft.title) <= 120 and "www.x.io" not in draft.title
 
 
-def test_parse_reply_rejects_type_coercion() -> None:
+def test_salvage_never_coerces_types() -> None:
+    salvaged = salvage_reply(json.dumps({**VALID, "next_steps": [1, 2]}), {"timeout"})
+    assert "1" not in salvaged.draft.next_steps and salvaged.repairs == ("next_steps",)
     with pytest.raises(SummaryError) as err:
-        parse_reply(json.dumps({**VALID, "next_steps": [1, 2]}), {"timeout"})
+        salvage_reply(json.dumps({**VALID, "title": 42}), {"timeout"})
     assert err.value.reason == "schema"
 
 

@@ -68,12 +68,17 @@ class OpenClawSettings(Section):
     token_env: str | None = secret_env("the token", "OPENCLAW_GATEWAY_TOKEN")
     token_file: Path | None = secret_file("the token")
     timeout_s: float = Field(
-        default=30.0,
+        default=90.0,
         gt=0,
-        description="Timeout of one gateway call; then a fallback summary (a real gateway's first call takes 8-30 s).",
+        description="Timeout of one gateway call, from when it is sent (time waiting for a slot is not counted); "
+        "then a fallback summary. A CPU model's cold first call takes 25-35 s, and a call queued behind another.",
     )
     max_concurrency: int = Field(
-        default=4, ge=1, le=256, description="Gateway calls in flight at most (the gateway serializes runs)."
+        default=2,
+        ge=1,
+        le=256,
+        description="Gateway calls in flight at most; the rest wait in the bridge, outside `timeout_s` "
+        "(a local model serves one call at a time; a hosted one may take 4).",
     )
     calls_per_minute: int = Field(
         default=60, ge=0, description="Call budget per minute; over it: fallback summaries (`budget`)."
@@ -83,9 +88,10 @@ class OpenClawSettings(Section):
     breaker_cooldown_s: float = Field(
         default=60.0, gt=0, description="Seconds the circuit stays open before a trial call."
     )
-    json_mode: bool = Field(
-        default=True,
-        description="Ask for `response_format` JSON (best effort; replies are validated anyway).",
+    response_format: Literal["json_schema", "json_object", "none"] = Field(
+        default="json_schema",
+        description="`response_format` sent: `json_schema` (the summary schema, runbook ids as an enum), "
+        "`json_object`, or `none`. Best effort; replies are salvaged field by field anyway.",
     )
     max_wait_s: float = Field(
         default=10.0,

@@ -100,7 +100,7 @@ def summary_view(alert: Alert, runbook_base: str | None) -> SummaryView:
     s = alert.summary
     return SummaryView(title=s.title, severity=s.severity, likely_cause=s.likely_cause, next_steps=list(s.next_steps),
                        runbook_hint=s.runbook_hint, runbook=runbook_link(alert, runbook_base), source=s.source,
-                       fallback_reason=s.fallback_reason)
+                       fallback_reason=s.fallback_reason, repairs=list(s.repairs))
 
 
 def runbook_link(alert: Alert, base: str | None) -> Link | None:

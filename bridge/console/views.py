@@ -125,6 +125,7 @@ class SummaryView(View):
     runbook: Link | None
     source: SummarySource
     fallback_reason: str | None = None
+    repairs: list[str] = Field(default=[], description="Model reply fields the bridge repaired.")
 
 
 class EnvelopeView(View):

@@ -22,7 +22,7 @@ import httpx
 from pydantic import Field, model_validator
 
 from bridge.config.base import check_http_url
-from bridge.models import Alert, Notification
+from bridge.models import Alert, Notification, Summary
 from bridge.secret_fields import RequiredSecret, RequiredSecretText, secret_env, secret_file
 from bridge.signing import message_id, sign_headers
 from bridge.sinks import cloudevents, digest
@@ -70,11 +70,16 @@ def render_body(alert: Alert) -> dict[str, Any]:
         "source_key": dl.source_key,
         "raw_digest": dl.raw_digest,
         "parse_error": dl.parse_error,
-        "summary": summary.draft().model_dump(mode="json"),
+        "summary": summary_body(summary),
         "summary_source": summary.source.value,
         "fallback_reason": summary.fallback_reason,
         "runbook_url": alert.runbook_url,
     }
+
+
+def summary_body(summary: Summary) -> dict[str, Any]:
+    """The five summary keys and `repairs`: the reply fields the bridge repaired (docs/design.md, section 4)."""
+    return {**summary.draft().model_dump(mode="json"), "repairs": list(summary.repairs)}
 
 
 def encode(body: dict[str, Any]) -> bytes:
@@ -122,7 +127,7 @@ def render_group_body(n: Notification) -> dict[str, Any]:
         "queue_last_seen": {q: digest.iso(t) for q, t in n.queue_last.items()},
         "cause": digest.cause_facts(n) if n.group_key.startswith("cause:") else None,
         "fingerprint": first.dead_letter.fingerprint,
-        "summary": summary.draft().model_dump(mode="json"),
+        "summary": summary_body(summary),
         "summary_source": summary.source.value,
         "fallback_reason": summary.fallback_reason,
         "runbook_url": first.runbook_url,

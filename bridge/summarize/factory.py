@@ -39,7 +39,7 @@ def build_summarizer(
     ids = runbooks.ids()
     return OpenClawSummarizer(
         oc,
-        GatewayClient(oc, http, metrics),
+        GatewayClient(oc, http, metrics, ids),
         SummaryCache(client, oc.cache_ttl_s, ids, writes=cache_writes, batch_writes=batch_cache_writes),
         fallback,
         ids,

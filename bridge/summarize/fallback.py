@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from bridge.models import DeadLetter, Severity, Summary, SummarySource
 from bridge.runbooks import RunbookCatalog
+from bridge.summarize.salvage import Defaults
 
 _GENERIC_STEPS = (
     "Inspect the entry with `dlq-bridge peek`",
@@ -52,6 +53,12 @@ class FallbackSummarizer:
     def __init__(self, runbooks: RunbookCatalog, severity_for: Callable[[str], Severity]) -> None:
         self._runbooks = runbooks
         self._severity_for = severity_for
+
+    def defaults(self, dl: DeadLetter) -> Defaults:
+        """What a repaired reply field becomes: this summary's runbook, steps and the routed severity."""
+        runbook = self._runbooks.match(dl)
+        steps = tuple(runbook.next_steps) if runbook and runbook.next_steps else _GENERIC_STEPS
+        return Defaults(runbook.id if runbook else "", self._severity_for(dl.queue), steps)
 
     def build(self, dl: DeadLetter, reason: str) -> Summary:
         runbook = self._runbooks.match(dl)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Collection
 from typing import Any
 
 import httpx
@@ -23,11 +24,39 @@ import orjson
 from bridge.errors import SummaryError
 from bridge.http import parse_retry_after
 from bridge.metrics import Metrics
+from bridge.models import Severity
 from bridge.settings import OpenClawSettings
 
 CHAT_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
 AGENT_HEADER = "x-openclaw-agent-id"
+
+
+def summary_schema(runbook_ids: Collection[str]) -> dict[str, Any]:
+    """The JSON schema of a summary; `runbook_hint` is one of the catalogue ids or empty."""
+    text = {"type": "string", "minLength": 1}
+    return {
+        "type": "object",
+        "properties": {
+            "title": {**text, "maxLength": 120},
+            "severity": {"type": "string", "enum": [s.value for s in Severity]},
+            "likely_cause": {**text, "maxLength": 500},
+            "next_steps": {"type": "array", "items": {**text, "maxLength": 200}, "minItems": 1, "maxItems": 4},
+            "runbook_hint": {"type": "string", "enum": [*sorted(runbook_ids), ""]},
+        },
+        "required": ["title", "severity", "likely_cause", "next_steps", "runbook_hint"],
+        "additionalProperties": False,
+    }
+
+
+def response_format(kind: str, runbook_ids: Collection[str]) -> dict[str, Any] | None:
+    """The `response_format` body field for `[openclaw] response_format` (None: not sent)."""
+    if kind == "json_schema":
+        schema = {"name": "dlq_bridge_summary", "strict": True, "schema": summary_schema(runbook_ids)}
+        return {"type": "json_schema", "json_schema": schema}
+    if kind == "json_object":
+        return {"type": "json_object"}
+    return None
 
 
 class GatewayBusy(SummaryError):
@@ -50,9 +79,14 @@ class GatewayClient:
     """Sends chat completions with a timeout (the caller bounds concurrency)."""
 
     def __init__(
-        self, settings: OpenClawSettings, http: httpx.AsyncClient, metrics: Metrics
+        self,
+        settings: OpenClawSettings,
+        http: httpx.AsyncClient,
+        metrics: Metrics,
+        runbook_ids: Collection[str] = (),
     ) -> None:
         self._settings = settings
+        self._response_format = response_format(settings.response_format, runbook_ids)
         self._http = http
         self._metrics = metrics
         self.url = settings.url + CHAT_PATH
@@ -68,8 +102,8 @@ class GatewayClient:
             "temperature": 0,
             "stream": False,
         }
-        if self._settings.json_mode:
-            body["response_format"] = {"type": "json_object"}
+        if self._response_format is not None:
+            body["response_format"] = self._response_format
         return body
 
     async def complete(self, messages: list[dict[str, str]]) -> Any:

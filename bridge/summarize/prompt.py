@@ -54,12 +54,17 @@ def load_system_prompt(catalogue: list[dict[str, str]], directory: Path | None =
         text = path.read_text(encoding="utf-8").strip()
     except OSError as exc:
         raise ConfigError([f"system prompt {path} cannot be read ({exc.strerror})"]) from None
-    lines = [f"- {rb['id']}: {rb['title']}" for rb in catalogue]
+    lines = [catalogue_line(rb) for rb in catalogue]
     catalogue_text = "\n".join(lines or ["(none)"])
     return (
-        f"{text}\n\nRunbook catalogue (id: title):\n{catalogue_text}\n"
+        f"{text}\n\nRunbook catalogue (id: use when):\n{catalogue_text}\n"
         "(end of the dlq-bridge instructions)"
     )
+
+
+def catalogue_line(runbook: dict[str, str]) -> str:
+    """`- <id>: <use when>` (the title when the runbook has no "use when" line)."""
+    return f"- {runbook['id']}: {runbook.get('use_when') or runbook['title']}"
 
 
 def envelope_json(dead_letter: DeadLetter) -> str:

@@ -1,9 +1,9 @@
-"""Reading a model reply: find the first JSON object, validate it strictly.
+"""Reading a model reply: find the first JSON object, clean its text.
 
 The reply is untrusted data. It may wrap the object in prose or a code
-fence; anything else (no object, extra keys, broken limits, an unknown
-runbook id) is refused with the fallback reason `invalid_json` or `schema`.
-Accepted text is cleaned: invisible and format characters dropped, full-width
+fence; bridge.summarize.salvage then checks and repairs it field by field.
+`validate_draft` is the strict check for drafts the bridge stored itself
+(the summary cache). Every text kept is cleaned: invisible and format characters dropped, full-width
 and other compatibility forms folded (NFKC), every link removed — URLs of any
 scheme, `mailto:`/`javascript:`-style targets, `www.` and bare domains — unless
 it lies under the configured runbook base URL, and secrets redacted
@@ -71,20 +71,10 @@ def extract_json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-def parse_reply(content: str, runbook_ids: Collection[str], *, runbook_base: str | None = None) -> SummaryDraft:
-    """Validate a reply into a SummaryDraft; raises SummaryError(invalid_json | schema).
-
-    Links survive only under `runbook_base` (the configured runbook base URL).
-    """
-    found = extract_json_object(content)
-    if found is None:
-        raise SummaryError("invalid_json", "reply holds no JSON object")
-    return validate_draft(found, runbook_ids, runbook_base=runbook_base)
-
-
 def validate_draft(
     found: dict[str, Any], runbook_ids: Collection[str], *, runbook_base: str | None = None
 ) -> SummaryDraft:
+    """A stored draft, strictly: any fault is SummaryError(schema) (the cache reads its own writes)."""
     try:
         draft = SummaryDraft.model_validate_json(json.dumps(found), strict=True)
     except ValidationError as exc:
@@ -109,11 +99,16 @@ def remove_links(text: str, runbook_base: str | None = None) -> str:
     return str(_LINK.sub(lambda m: m.group(0) if under_base(m.group(0), runbook_base) else URL_REMOVED, text))
 
 
+def clean_text(text: str, runbook_base: str | None = None) -> str:
+    """Model text made plain and safe: no invisible characters, links (but runbooks) or secrets."""
+    return redact_text(remove_links(text, runbook_base)).strip()
+
+
 def sanitize(draft: SummaryDraft, *, runbook_base: str | None = None) -> SummaryDraft:
     """Plain, safe text only: no invisible characters, links (but runbooks) or secrets."""
 
     def clean(text: str, limit: int) -> str:
-        text = redact_text(remove_links(text, runbook_base)).strip() or "-"
+        text = clean_text(text, runbook_base) or "-"
         return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
     return SummaryDraft(

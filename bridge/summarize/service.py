@@ -2,8 +2,11 @@
 
 `summarize` never raises. Every path that does not end in a validated reply
 ends in the static fallback with a reason (`timeout`, `http_<code>`, `error`,
-`invalid_json`, `schema`, `circuit_open`, `budget`). Only validated OpenClaw
-answers are cached.
+`invalid_json`, `schema`, `circuit_open`, `budget`). A reply is salvaged field
+by field (bridge.summarize.salvage): a bad runbook id, severity or step list is
+repaired and the repair recorded on the summary and in
+`dlq_bridge_summary_repairs_total{field}`. Only validated OpenClaw answers are
+cached.
 
 The gate (breaker, 429 pause, calls-per-minute budget) is fleet-wide in Redis
 (bridge.summarize.gate). A gateway 429 whose Retry-After pause is at most
@@ -33,7 +36,8 @@ from bridge.summarize.fallback import FallbackSummarizer
 from bridge.summarize.gate import Admission, FleetGate, GateState, LocalGate
 from bridge.summarize.openclaw import GatewayBusy, GatewayClient
 from bridge.summarize.prompt import build_messages
-from bridge.summarize.reply import content_of, parse_reply
+from bridge.summarize.reply import content_of
+from bridge.summarize.salvage import Salvaged, salvage_reply
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +52,7 @@ class Outcome:
     draft: SummaryDraft | None = None
     reason: str = ""
     cached: bool = False
+    repairs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ class OpenClawSummarizer:
         if outcome.draft is None:
             return self._fallback.build(dl, outcome.reason)
         source = SummarySource.OPENCLAW if led and not outcome.cached else SummarySource.CACHE
-        return Summary(**outcome.draft.model_dump(), source=source)
+        return Summary(**outcome.draft.model_dump(), source=source, repairs=outcome.repairs)
 
     async def _resolve(self, dl: DeadLetter) -> Outcome:
         cached, token = await self._cache.begin(dl.fingerprint)  # one round trip: cache, else the lead
@@ -157,7 +162,7 @@ class OpenClawSummarizer:
                 self._show(GateState(open=True, paused_s=0.0))
             return Outcome(reason="circuit_open" if admission.verdict == "open" else "budget")
         try:
-            draft = await self._ask(dl)
+            salvaged = await self._ask(dl)
         except GatewayBusy as exc:  # a pause for the whole fleet, not a failure
             seconds = exc.retry_after_s
             pause = Pause(self._settings.breaker_cooldown_s if seconds is None else seconds)
@@ -167,7 +172,9 @@ class OpenClawSummarizer:
             await self._failed(exc, admission)
             return Outcome(reason=exc.reason)
         self._show(await self.gate.success(admission))
-        return Outcome(draft=draft)
+        for field in salvaged.repairs:
+            self._metrics.child(self._metrics.summary_repairs, field).inc()
+        return Outcome(draft=salvaged.draft, repairs=salvaged.repairs)
 
     async def _wait_out(self, seconds: float) -> None:
         """A brief 429 pause: wait (holding no slot) rather than degrade the summary."""
@@ -175,7 +182,7 @@ class OpenClawSummarizer:
         log.info("gateway paused by 429 for %.2fs: waiting it out", seconds)
         await self._sleep(seconds)
 
-    async def _ask(self, dl: DeadLetter) -> SummaryDraft:
+    async def _ask(self, dl: DeadLetter) -> Salvaged:
         messages = build_messages(self._system_prompt, dl)
         self.calls += 1
         try:
@@ -184,7 +191,9 @@ class OpenClawSummarizer:
             raise
         except Exception as exc:  # a transport may raise its own errors
             raise SummaryError("error", f"gateway call failed ({type(exc).__name__})") from None
-        return parse_reply(content_of(response), self._runbook_ids, runbook_base=self._runbook_base)
+        return salvage_reply(
+            content_of(response), self._runbook_ids, self._fallback.defaults(dl), runbook_base=self._runbook_base
+        )
 
     async def _failed(self, exc: SummaryError, admission: Admission) -> None:
         if exc.reason in QUALITY_REASONS:  # the gateway is up; only the reply was bad

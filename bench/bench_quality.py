@@ -1,0 +1,207 @@
+"""Summary quality on real failures: the labelled corpus through the bridge's own summarizer.
+
+The corpus (bench/quality/corpus.json) holds real job failures, each error
+text copied from a public issue thread (`source`), labelled with the runbooks
+that fit and 1-3 facts a correct summary states (`a|b` = either). For each
+configuration it prints one row:
+
+- openclaw: share of alerts with an `openclaw` summary (repaired or not)
+- repaired: share of alerts whose openclaw summary needed a repair
+- runbook: share of alerts whose runbook hint is one of the labelled ones
+- facts: share of labelled facts stated (title, likely cause, steps)
+- invented: summaries naming a host, URL, version or number the dead letter does not hold
+- seconds: per summary, median and max
+
+    scripts/install-model && MODEL=qwen05 scripts/install-model && scripts/install-gateway
+    python bench/bench_quality.py --config fallback direct:qwen15 direct:qwen05 gateway:qwen15
+
+Runs one dead letter at a time (concurrency 1); the machine's load is printed.
+`--limit N` takes the first N entries; `--out FILE` writes every summary as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import redis.asyncio as aioredis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bridge.envelope import normalize
+from bridge.health import Health
+from bridge.metrics import Metrics
+from bridge.models import DeadLetter, Summary
+from bridge.runbooks import RunbookCatalog
+from bridge.settings import Settings
+from bridge.summarize.factory import build_summarizer
+from tests.support.model_server import ModelServer, find_model, start_model_server
+from tests.support.openclaw_gateway import find_gateway, start_gateway
+
+CORPUS = Path(__file__).resolve().parent / "quality" / "corpus.json"
+TOKEN = "bench-quality-token"
+_CLAIMS = re.compile(
+    r"(?i)\b[a-z][a-z0-9+.-]*://\S+"  # URLs
+    r"|\b(?:[a-z0-9-]+\.)+[a-z]{2,}\b"  # host names
+    r"|\bv?\d+(?:\.\d+)+\b"  # versions, addresses
+    r"|\b\d{2,}\b"  # numbers of two digits or more
+)
+
+
+def load_corpus(limit: int | None = None) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = json.loads(CORPUS.read_text(encoding="utf-8"))
+    return entries[:limit] if limit else entries
+
+
+def dead_letter(entry: dict[str, Any]) -> DeadLetter:
+    raw = {"queue": entry["queue"], "job_id": f"{entry['id']}-1", "job_name": entry["job_name"],
+           "attempts": entry["attempts"], "last_error": entry["last_error"],
+           "first_failed_at": "2026-11-30T00:00:00+00:00", "payload_excerpt": None}
+    return normalize(json.dumps(raw).encode(), f"dead_letter:{entry['queue']}")
+
+
+def summary_text(summary: Summary) -> str:
+    return " ".join([summary.title, summary.likely_cause, *summary.next_steps])
+
+
+def facts_stated(summary: Summary, facts: list[str]) -> int:
+    text = summary_text(summary).lower()
+    return sum(any(alt.lower() in text for alt in fact.split("|")) for fact in facts)
+
+
+def invented(summary: Summary, dl: DeadLetter) -> list[str]:
+    """Hosts, URLs, versions and numbers in the model's text that the dead letter does not hold."""
+    source = json.dumps(dl.model_dump(mode="json")).lower()
+    model_text = " ".join([summary.title, summary.likely_cause, *summary.next_steps])
+    return [c for c in _CLAIMS.findall(model_text) if c.lower().strip(".") not in source]
+
+
+@dataclass
+class Row:
+    name: str
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    def line(self) -> str:
+        n = len(self.results) or 1
+        seconds = [r["seconds"] for r in self.results] or [0.0]
+        facts = sum(r["facts"] for r in self.results), sum(r["facts_total"] for r in self.results)
+        return (f"| {self.name} | {len(self.results)} | {pct(sum(r['source'] == 'openclaw' for r in self.results), n)}"
+                f" | {pct(sum(bool(r['repairs']) for r in self.results), n)}"
+                f" | {pct(sum(r['runbook_ok'] for r in self.results), n)} | {pct(facts[0], facts[1] or 1)}"
+                f" | {sum(bool(r['invented']) for r in self.results)}"
+                f" | {statistics.median(seconds):.1f} / {max(seconds):.1f} |")
+
+
+def pct(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}%"
+
+
+def settings_for(url: str | None, response_format: str, timeout_s: float) -> Settings:
+    openclaw = None if url is None else {
+        "url": url, "token": TOKEN, "cache_ttl_s": 0, "calls_per_minute": 0, "timeout_s": timeout_s,
+        "breaker_failures": 1000, "max_concurrency": 1, "response_format": response_format}
+    return Settings(redis={"url": "redis://127.0.0.1:1/0", "consumer_id": "bench"}, openclaw=openclaw,
+                    sinks=[{"name": "console", "type": "console"}])
+
+
+async def run_corpus(name: str, url: str | None, entries: list[dict[str, Any]], args: argparse.Namespace) -> Row:
+    row = Row(name)
+    settings = settings_for(url, args.response_format, args.timeout)
+    async with httpx.AsyncClient(trust_env=False) as http:
+        runbooks = RunbookCatalog.load(Path(args.runbooks) if args.runbooks else None)
+        summarizer = build_summarizer(settings, runbooks, aioredis.Redis(port=1), http, Metrics(), Health())
+        for entry in entries:
+            dl = dead_letter(entry)
+            started = time.perf_counter()
+            summary = await summarizer.summarize(dl)
+            took = time.perf_counter() - started
+            row.results.append({
+                "id": entry["id"], "source": summary.source.value, "reason": summary.fallback_reason,
+                "repairs": list(summary.repairs), "runbook": summary.runbook_hint,
+                "runbook_ok": summary.runbook_hint in entry["runbooks"] or (not summary.runbook_hint
+                                                                         and "unknown" in entry["runbooks"]),
+                "facts": facts_stated(summary, entry["facts"]), "facts_total": len(entry["facts"]),
+                "invented": invented(summary, dl) if summary.source != "fallback" else [],
+                "seconds": took, "title": summary.title, "likely_cause": summary.likely_cause,
+            })
+            if args.verbose:
+                r = row.results[-1]
+                print(f"  {name} {entry['id']}: {r['source']} {r['reason'] or ''} {r['repairs']} "
+                      f"rb={r['runbook']}{'' if r['runbook_ok'] else ' (miss)'} facts {r['facts']}/{r['facts_total']}"
+                      f" {took:.1f}s {r['invented'] or ''}", flush=True)
+        await summarizer.aclose()
+    return row
+
+
+async def run_config(config: str, entries: list[dict[str, Any]], args: argparse.Namespace,
+                     workdir: Path) -> Row:
+    if config == "fallback":
+        return await run_corpus("fallback", None, entries, args)
+    path, _, model = config.partition(":")
+    model = model or "qwen15"
+    missing = find_model(model) or (find_gateway() if path == "gateway" else "")
+    if missing:
+        raise SystemExit(f"bench_quality: {missing}")
+    server: ModelServer = start_model_server(workdir / model, model, threads=args.threads)
+    try:
+        if path == "direct":
+            return await run_corpus(f"{model} direct", server.url, entries, args)
+        gateway = start_gateway(server.url, workdir / f"gw-{model}", token=TOKEN)
+        try:
+            row = await run_corpus(f"{model} via gateway", gateway.url, entries, args)
+            sizes = [json.loads(line) for line in server.calls]
+            if sizes:
+                print(f"  gateway -> model: system prompt {sizes[-1]['system_chars']} chars, "
+                      f"{sizes[-1]['usage']['prompt_tokens']} prompt tokens, response_format "
+                      f"{sizes[-1]['response_format']}, tools {sizes[-1]['tools']}", flush=True)
+            return row
+        finally:
+            gateway.stop()
+    finally:
+        server.stop()
+
+
+async def main(args: argparse.Namespace) -> None:
+    entries = load_corpus(args.limit)
+    print(f"corpus: {len(entries)} real failures; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
+          f"response_format {args.response_format}; model threads {args.threads}", flush=True)
+    workdir = Path(tempfile.mkdtemp(prefix="dlq-bench-quality-"))
+    rows = []
+    try:
+        for config in args.config:
+            rows.append(await run_config(config, entries, args, workdir))
+            print(rows[-1].line(), f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print("\n| configuration | alerts | openclaw | repaired | runbook fits | facts stated | invented | s med / max |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        print(row.line())
+    if args.out:
+        Path(args.out).write_text(json.dumps({r.name: r.results for r in rows}, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", nargs="+", default=["fallback", "direct:qwen15"],
+                        help="fallback, direct:<model>, gateway:<model> (models: qwen15, qwen05)")
+    parser.add_argument("--limit", type=int, default=None, help="first N corpus entries only")
+    parser.add_argument("--response-format", default="json_schema", choices=["json_schema", "json_object", "none"])
+    parser.add_argument("--timeout", type=float, default=180.0, help="openclaw.timeout_s (quality, not latency)")
+    parser.add_argument("--threads", type=int, default=None, help="model server CPU threads (default 2)")
+    parser.add_argument("--runbooks", help="another runbook folder (e.g. an older runbooks/failures)")
+    parser.add_argument("--out", help="write every summary as JSON to this file")
+    parser.add_argument("--verbose", action="store_true", help="one line per dead letter")
+    asyncio.run(main(parser.parse_args()))

@@ -1,0 +1,170 @@
+"""Field-by-field salvage of a model reply (docs/design.md, section 4).
+
+A small model's reply is usually right in four fields and wrong in one; the
+old rule threw the whole reply away for that one. Here each field is checked
+on its own and a bad one is repaired, never trusted:
+
+| field          | fault                                        | repair                                   |
+| -------------- | -------------------------------------------- | ---------------------------------------- |
+| `runbook_hint` | not a catalogue id (or not text)             | the static fallback's runbook choice      |
+|                | an id with a path, `.md`, other case          | that id                                  |
+| `title`        | over 120 characters after cleaning           | cut at a word boundary, `…`              |
+| `likely_cause` | over 500 characters after cleaning           | cut at a word boundary, `…`              |
+| `next_steps`   | over 4 steps / empty or non-text steps       | the first 4 / dropped                    |
+|                | none left (or not a list)                    | the fallback runbook's steps             |
+|                | a step over 200 characters                   | cut at a word boundary                   |
+| `severity`     | not one of the four values                   | the routed severity of the queue         |
+| other keys     | present                                      | dropped                                  |
+
+A reply still falls back (`schema`) when `title` or `likely_cause` is
+missing, not text, or empty once cleaned (nothing but removed links left); and (`invalid_json`) when it holds
+no JSON object at all. Every text that survives is cleaned as before
+(bridge.summarize.reply.clean_text): invisible characters, links outside the
+runbook base, secrets. Each repair is named by its field in `Salvaged.repairs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from bridge.errors import SummaryError
+from bridge.models import Severity, SummaryDraft
+from bridge.summarize.reply import URL_REMOVED, clean_text, extract_json_object
+
+TITLE_MAX = 120
+CAUSE_MAX = 500
+STEP_MAX = 200
+HINT_MAX = 64
+MAX_STEPS = 4
+KNOWN_KEYS = frozenset(SummaryDraft.model_fields)
+REPAIRABLE = ("title", "likely_cause", "severity", "next_steps", "runbook_hint", "extra_keys")
+_SEVERITIES = {s.value: s for s in Severity}
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """What a repaired field becomes: the static fallback's choices for this dead letter."""
+
+    runbook_hint: str = ""
+    severity: Severity = Severity.ERROR
+    next_steps: tuple[str, ...] = ("Inspect the entry with `dlq-bridge peek`",)
+
+
+@dataclass(frozen=True)
+class Salvaged:
+    """A valid draft and the fields that had to be repaired (empty: the reply was valid as sent)."""
+
+    draft: SummaryDraft
+    repairs: tuple[str, ...] = ()
+
+
+def cut_at_word(text: str, limit: int) -> str:
+    """`text` within `limit` characters, cut at the last space when one is near the end, with `…`."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space >= limit // 2:
+        head = head[:space]
+    return head.rstrip(" ,;:.-") + "…"
+
+
+class _Repairs:
+    def __init__(self) -> None:
+        self.fields: list[str] = []
+
+    def note(self, field: str) -> None:
+        if field not in self.fields:
+            self.fields.append(field)
+
+
+def _text(value: object, limit: int, field: str, repairs: _Repairs, runbook_base: str | None) -> str:
+    """Cleaned text within `limit` ('' when nothing is left or it was not text)."""
+    if not isinstance(value, str):
+        return ""
+    cleaned = " ".join(clean_text(value, runbook_base).split())
+    if len(cleaned) > limit:
+        repairs.note(field)
+        cleaned = cut_at_word(cleaned, limit)
+    return cleaned
+
+
+def _required(found: dict[str, Any], field: str, limit: int, repairs: _Repairs, base: str | None) -> str:
+    text = _text(found.get(field), limit, field, repairs, base)
+    if not text.replace(URL_REMOVED, "").strip(" -.,;:"):  # nothing but removed links and punctuation
+        raise SummaryError("schema", f"reply has no usable {field}")
+    return text
+
+
+def _severity(value: object, defaults: Defaults, repairs: _Repairs) -> Severity:
+    found = _SEVERITIES.get(value.strip().lower()) if isinstance(value, str) else None
+    if found is None:
+        repairs.note("severity")
+        return defaults.severity
+    return found
+
+
+def _steps(value: object, defaults: Defaults, repairs: _Repairs, base: str | None) -> list[str]:
+    items = value if isinstance(value, list) else []
+    steps = [s for s in (_text(v, STEP_MAX, "next_steps", repairs, base) for v in items) if s.strip(" -.")]
+    if len(steps) != len(items) or len(steps) > MAX_STEPS:
+        repairs.note("next_steps")
+    if not steps:
+        repairs.note("next_steps")
+        steps = [cut_at_word(s, STEP_MAX) for s in defaults.next_steps]
+    return steps[:MAX_STEPS]
+
+
+def normalize_hint(value: str) -> str:
+    """`runbooks/failures/Timeout.md` → `timeout`: the id a model meant, if it wrote a path or a file."""
+    hint = value.strip().strip("`'\"").lower().rsplit("/", 1)[-1]
+    return hint.removesuffix(".md").strip()
+
+
+def _hint(value: object, runbook_ids: Collection[str], defaults: Defaults, repairs: _Repairs) -> str:
+    if value is None or value == "":
+        return ""  # the model says no runbook fits: that is an answer, not a fault
+    if isinstance(value, str) and value in runbook_ids:
+        return value
+    meant = normalize_hint(value) if isinstance(value, str) and len(value) <= 4 * HINT_MAX else ""
+    repairs.note("runbook_hint")
+    return meant if meant in runbook_ids else defaults.runbook_hint
+
+
+def salvage(
+    found: dict[str, Any],
+    runbook_ids: Collection[str],
+    defaults: Defaults,
+    *,
+    runbook_base: str | None = None,
+) -> Salvaged:
+    """A valid draft from a reply object, repairing fields one by one; SummaryError(schema) if it cannot."""
+    repairs = _Repairs()
+    title = _required(found, "title", TITLE_MAX, repairs, runbook_base)
+    cause = _required(found, "likely_cause", CAUSE_MAX, repairs, runbook_base)
+    if set(found) - KNOWN_KEYS:
+        repairs.note("extra_keys")
+    draft = SummaryDraft(
+        title=title,
+        severity=_severity(found.get("severity"), defaults, repairs),
+        likely_cause=cause,
+        next_steps=_steps(found.get("next_steps"), defaults, repairs, runbook_base),
+        runbook_hint=_hint(found.get("runbook_hint"), runbook_ids, defaults, repairs),
+    )
+    return Salvaged(draft, tuple(repairs.fields))
+
+
+def salvage_reply(
+    content: str,
+    runbook_ids: Collection[str],
+    defaults: Defaults | None = None,
+    *,
+    runbook_base: str | None = None,
+) -> Salvaged:
+    """The reply text salvaged into a draft; SummaryError(invalid_json | schema) when it cannot be."""
+    found = extract_json_object(content)
+    if found is None:
+        raise SummaryError("invalid_json", "reply holds no JSON object")
+    return salvage(found, runbook_ids, defaults or Defaults(), runbook_base=runbook_base)

@@ -1,0 +1,180 @@
+"""Field-by-field salvage of model replies: what is repaired, what falls back, what never survives."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bridge.errors import SummaryError
+from bridge.models import Severity
+from bridge.summarize.reply import URL_REMOVED
+from bridge.summarize.salvage import Defaults, cut_at_word, salvage_reply
+
+IDS = frozenset({"timeout", "auth-failed", "rate-limited"})
+DEFAULTS = Defaults(runbook_hint="timeout", severity=Severity.WARNING, next_steps=("Check the upstream",))
+GOOD = {
+    "title": "ffmpeg exited with 234 while transcoding upload 7",
+    "severity": "error",
+    "likely_cause": "The output container rejected the codec options.",
+    "next_steps": ["Re-run ffmpeg with -loglevel debug", "Redrive after fixing the preset"],
+    "runbook_hint": "timeout",
+}
+
+
+def salvage(reply: Any) -> Any:
+    content = reply if isinstance(reply, str) else json.dumps(reply)
+    return salvage_reply(content, IDS, DEFAULTS, runbook_base="https://runbooks.acme.io")
+
+
+def test_a_valid_reply_is_kept_as_sent_with_no_repairs() -> None:
+    result = salvage(GOOD)
+    assert result.repairs == ()
+    assert result.draft.model_dump() == GOOD
+
+
+@pytest.mark.parametrize("hint", ["ffmpeg_error_234", "payment-failure", "https://stripe.com/docs", 7, ["timeout"],
+                                  "dlq-bridge:summary-one-dead-letter", "x" * 5000])
+def test_an_invented_runbook_becomes_the_fallbacks_choice(hint: object) -> None:
+    result = salvage({**GOOD, "runbook_hint": hint})
+    assert result.draft.runbook_hint == "timeout"
+    assert result.repairs == ("runbook_hint",)
+    assert result.draft.title == GOOD["title"]
+
+
+@pytest.mark.parametrize("hint", ["runbooks/failures/auth-failed.md", "Auth-Failed", "`auth-failed`", "auth-failed.md"])
+def test_a_runbook_written_as_a_path_or_in_another_case_is_the_id_it_names(hint: str) -> None:
+    result = salvage({**GOOD, "runbook_hint": hint})
+    assert result.draft.runbook_hint == "auth-failed" and result.repairs == ("runbook_hint",)
+
+
+def test_no_runbook_is_an_answer_not_a_fault() -> None:
+    result = salvage({**GOOD, "runbook_hint": ""})
+    assert result.draft.runbook_hint == "" and result.repairs == ()
+
+
+def test_over_long_title_and_cause_are_cut_at_a_word_boundary() -> None:
+    words = "the payment processor declined the card for insufficient funds again " * 20
+    result = salvage({**GOOD, "title": words, "likely_cause": words})
+    assert len(result.draft.title) <= 120 and len(result.draft.likely_cause) <= 500
+    for text in (result.draft.title, result.draft.likely_cause):
+        assert text.endswith("…") and text[:-1].split()[-1] in words.split()
+    assert result.repairs == ("title", "likely_cause")
+
+
+def test_steps_keep_the_first_four_and_drop_empty_ones() -> None:
+    steps = ["one", "", "  ", 3, "two", "three", "four", "five"]
+    result = salvage({**GOOD, "next_steps": steps})
+    assert result.draft.next_steps == ["one", "two", "three", "four"]
+    assert result.repairs == ("next_steps",)
+
+
+@pytest.mark.parametrize("steps", [[], None, "just do it", [""], {"a": 1}])
+def test_no_usable_step_takes_the_fallback_runbooks_steps(steps: object) -> None:
+    reply = {**GOOD, "next_steps": steps} if steps is not None else {k: v for k, v in GOOD.items() if k != "next_steps"}
+    result = salvage(reply)
+    assert result.draft.next_steps == ["Check the upstream"] and "next_steps" in result.repairs
+
+
+@pytest.mark.parametrize("severity", ["high", "P1", "", None, 3, "fatal"])
+def test_an_unknown_severity_is_the_routed_one(severity: object) -> None:
+    result = salvage({**GOOD, "severity": severity})
+    assert result.draft.severity == Severity.WARNING and result.repairs == ("severity",)
+
+
+def test_severity_in_another_case_is_read_without_a_repair() -> None:
+    assert salvage({**GOOD, "severity": " Critical "}).draft.severity == Severity.CRITICAL
+
+
+def test_extra_keys_are_dropped_and_recorded() -> None:
+    result = salvage({**GOOD, "mention": "<!channel>", "url": "https://evil.example"})
+    assert result.repairs == ("extra_keys",)
+    assert "mention" not in result.draft.model_dump()
+
+
+@pytest.mark.parametrize("field", ["title", "likely_cause"])
+@pytest.mark.parametrize("value", [None, "", "   ", 12, ["a"], "\u200b\u2060"])
+def test_missing_or_empty_title_or_cause_falls_back(field: str, value: object) -> None:
+    reply = {**GOOD, field: value} if value is not None else {k: v for k, v in GOOD.items() if k != field}
+    with pytest.raises(SummaryError) as err:
+        salvage(reply)
+    assert err.value.reason == "schema"
+
+
+@pytest.mark.parametrize("content", ["not json", "[1, 2]", "", "{broken", '"a string"'])
+def test_a_reply_without_a_json_object_falls_back(content: str) -> None:
+    with pytest.raises(SummaryError) as err:
+        salvage(content)
+    assert err.value.reason == "invalid_json"
+
+
+def test_a_title_that_is_only_a_link_falls_back_rather_than_show_the_placeholder() -> None:
+    with pytest.raises(SummaryError):
+        salvage({**GOOD, "title": "https://evil.example/login"})
+    result = salvage({**GOOD, "likely_cause": "The API at https://evil.example/login answered 500."})
+    assert URL_REMOVED in result.draft.likely_cause and "evil" not in result.draft.likely_cause
+
+
+def test_cleaning_still_applies_to_every_text_field() -> None:
+    dirty = "see https://evil.example/x and www.evil.org, mail mailto:a@evil.example \u202e\u200b now"
+    result = salvage({**GOOD, "title": dirty, "likely_cause": dirty, "next_steps": [dirty]})
+    for text in (result.draft.title, result.draft.likely_cause, *result.draft.next_steps):
+        assert "evil" not in text and "\u202e" not in text and "\u200b" not in text
+
+
+def test_cut_at_word_never_exceeds_the_limit() -> None:
+    assert cut_at_word("a" * 300, 120) == "a" * 119 + "…"
+    assert cut_at_word("short", 120) == "short"
+
+
+HOSTILE_TEXT = st.one_of(
+    st.text(max_size=700),
+    st.sampled_from(["<!channel>", "@here", "https://evil.example/x", "javascript:alert(1)", "\u202e", "*bold*",
+                     "<script>x</script>", "www.evil.org", "ｈｔｔｐｓ：／／evil.example"]),
+)
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | HOSTILE_TEXT,
+    lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.fixed_dictionaries({}, optional={
+    "title": JSONISH, "likely_cause": JSONISH, "severity": JSONISH, "next_steps": JSONISH,
+    "runbook_hint": JSONISH, "extra": JSONISH}))
+def test_any_hostile_reply_is_a_valid_clean_draft_or_a_fallback(reply: dict[str, Any]) -> None:
+    try:
+        result = salvage(reply)
+    except SummaryError as exc:
+        assert exc.reason == "schema"
+        return
+    draft = result.draft
+    assert draft.runbook_hint in IDS | {""}
+    assert 1 <= len(draft.next_steps) <= 4
+    texts = (draft.title, draft.likely_cause, *draft.next_steps)
+    assert len(draft.title) <= 120 and len(draft.likely_cause) <= 500 and all(len(s) <= 200 for s in draft.next_steps)
+    for text in texts:
+        assert text.strip() and "\u202e" not in text
+        assert "evil." not in text.lower() and "javascript:" not in text.lower()
+    assert set(result.repairs) <= {"title", "likely_cause", "severity", "next_steps", "runbook_hint", "extra_keys"}
+
+
+def test_the_console_entry_page_names_the_repaired_fields() -> None:
+    from bridge.console.entries import summary_view
+    from bridge.console.render import build_environment
+    from bridge.envelope import normalize
+    from bridge.models import Alert, Summary, SummarySource
+    from tests.conftest import envelope_entry
+
+    salvaged = salvage({**GOOD, "runbook_hint": "ffmpeg_error_234", "severity": "high"})
+    summary = Summary(**salvaged.draft.model_dump(), source=SummarySource.OPENCLAW, repairs=salvaged.repairs)
+    alert = Alert(dead_letter=normalize(envelope_entry(), "dead_letter:orders"), summary=summary)
+    view = summary_view(alert, None)
+    assert view.repairs == ["severity", "runbook_hint"]
+    macros = build_environment().get_template("_macros.html").module
+    html = str(macros.summary(view, None))
+    assert "summary from openclaw, repaired: severity, runbook_hint" in html
