@@ -166,7 +166,7 @@ def test_any_hostile_reply_is_a_valid_clean_draft_or_a_fallback(reply: dict[str,
 def test_the_console_entry_page_names_the_repaired_fields() -> None:
     from bridge.console.entries import summary_view
     from bridge.console.render import build_environment
-    from bridge.envelope import normalize
+    from bridge.intake import normalize
     from bridge.models import Alert, Summary, SummarySource
     from tests.conftest import envelope_entry
 

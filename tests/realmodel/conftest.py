@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.envelope import normalize
+from bridge.intake import normalize
 from bridge.runbooks import RunbookCatalog
 from bridge.summarize.prompt import build_messages, load_system_prompt
 from tests.conftest import envelope_entry

@@ -13,8 +13,8 @@ import pytest
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
 
-from bridge.envelope import normalize
 from bridge.health import Health
+from bridge.intake import normalize
 from bridge.metrics import Metrics
 from bridge.models import Summary
 from bridge.runbooks import RunbookCatalog
