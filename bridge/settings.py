@@ -32,6 +32,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from bridge.console.auth_settings import ConsoleAuthSettings
 from bridge.env_config import (
     CONFIG_ENV,
     ENV_PREFIX,
@@ -442,6 +443,7 @@ class ConsoleSettings(_Section):
         "the token console actions need (without one the console is read-only)", "DLQ_BRIDGE_CONSOLE_TOKEN"
     )
     token_file: Path | None = secret_file("the console token")
+    auth: ConsoleAuthSettings = Field(default_factory=ConsoleAuthSettings, description="Roles and sign-in.")
 
 
 GroupBy = Literal["fingerprint", "queue", "none"]

@@ -14,7 +14,9 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI
 
 from bridge import keys
-from bridge.console.api import TokenCheck, build_api
+from bridge.console.api import build_api
+from bridge.console.auth import Authenticator
+from bridge.console.auth_settings import ConsoleAuthSettings
 from bridge.console.wiring import build_console
 from bridge.errors import ConfigError
 from bridge.runtime import Runtime, open_runtime
@@ -44,14 +46,15 @@ def console_app(runtime: Runtime) -> FastAPI:
     """The API as `create_app` mounts it, on a runtime the test drives itself (burst runs)."""
     app = FastAPI()
     app.state.console = build_console(runtime)
-    app.state.console_tokens = TokenCheck(runtime.settings.console.token)
+    app.state.console_auth = Authenticator(runtime.settings.console.token, runtime.settings.console.auth)
     app.include_router(build_api())
     return app
 
 
 @asynccontextmanager
 async def rig(make_settings: Callable[..., Settings], token: str | None = TOKEN,
-              hook_reply: Reply | None = None, slack_group: str = "none") -> AsyncIterator[Rig]:
+              hook_reply: Reply | None = None, slack_group: str = "none",
+              auth: ConsoleAuthSettings | None = None) -> AsyncIterator[Rig]:
     slack, pd, hook = Receiver(), Receiver(default=Reply(202)), Receiver(default=hook_reply or Reply(200))
     async with serve(slack.app) as s, serve(pd.app) as p, serve(hook.app) as h:
         environ = {"DLQ_BRIDGE_CONSOLE_TOKEN": token} if token else {}
@@ -62,6 +65,8 @@ async def rig(make_settings: Callable[..., Settings], token: str | None = TOKEN,
              "events_url": f"{p}/v2/enqueue"},
             {"name": "api", "type": "webhook", "url": f"{h}/in", "secret": "x"},
         ])
+        if auth is not None:
+            settings = settings.model_copy(update={"console": settings.console.model_copy(update={"auth": auth})})
         async with open_runtime(settings) as runtime:
             transport = httpx.ASGITransport(app=console_app(runtime))
             async with httpx.AsyncClient(transport=transport, base_url="http://console") as api:
