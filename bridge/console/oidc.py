@@ -17,13 +17,14 @@ import asyncio
 import hmac
 import logging
 import secrets
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
 from authlib.common.errors import AuthlibBaseError
 from authlib.integrations.httpx_client import AsyncOAuth2Client
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from joserfc import jwt
 from joserfc.errors import JoseError
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 LEEWAY_S = 60
 ID_TOKEN_ALGORITHMS = ["RS256", "PS256", "ES256", "EdDSA"]
 TIMEOUT_S = 10.0
+FORM_MAX = 4096
 
 Page = Callable[[str, Mapping[str, Any], int], Response]  # (template, context, status), from the pages module
 
@@ -152,8 +154,9 @@ def oidc_router(auth: Authenticator, page: Page) -> APIRouter | None:
         clear_cookie(response, LOGIN_COOKIE, secure=secure, strict=False)
         return response
 
-    async def logout(request: Request, csrf: str = Form("")) -> Response:
+    async def logout(request: Request) -> Response:
         current = auth.principal(request)
+        csrf = _form_field(await request.body(), "csrf")
         if current.via == "session" and not hmac.compare_digest(csrf.encode(), (current.csrf or "").encode()):
             return page("message.html", {"title": "Not signed out", "message": "The page was stale; try again."}, 403)
         response = page("signed_out.html", {"title": "Signed out"}, 200)
@@ -164,6 +167,13 @@ def oidc_router(auth: Authenticator, page: Page) -> APIRouter | None:
     router.add_api_route("/auth/callback", callback, methods=["GET"])
     router.add_api_route("/logout", logout, methods=["POST"])
     return router
+
+
+def _form_field(body: bytes, name: str) -> str:
+    """One field of a small url-encoded form (the logout form); "" when absent or the body is too big."""
+    if len(body) > FORM_MAX:
+        return ""
+    return urllib.parse.parse_qs(body.decode("utf-8", "replace")).get(name, [""])[0]
 
 
 def _session(signer: Signer, oidc: OidcSettings, auth: Authenticator, claims: dict[str, Any], ttl: float) -> str:
