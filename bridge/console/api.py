@@ -24,6 +24,8 @@ or the role token's name; with the single token or nobody, the body's
     GET    /api/v1/undeliverable?limit=             [UndeliverableView]
     GET    /api/v1/silences?include_expired=        [SilenceView]
     GET    /api/v1/audit?limit=                     [AuditRecord]
+    GET    /api/v1/search?text=&source=&kind=&queue=&job=&error=&fp=&summary=&state=&since=&until=&before=&limit=
+                                                    SearchPage    (newest first; bridge.console.search)
     POST   /api/v1/entry/redrive?source=&id=        ActionResult  (409 when refused)
     POST   /api/v1/group/redrive?sink=&key=         ActionResult
     POST   /api/v1/undeliverable/{id}/retry         ActionResult
@@ -44,6 +46,7 @@ from pydantic import BaseModel
 from bridge.console import roles
 from bridge.console.actions import ConsoleActions, SilenceError
 from bridge.console.auth import Authenticator, Principal
+from bridge.console.search import SearchFilter, SearchPage
 from bridge.console.service import ConsoleService
 from bridge.console.views import (
     ActionBody,
@@ -153,6 +156,10 @@ def _reads(router: APIRouter) -> None:
     @router.get("/sources", response_model=list[SourceView], responses=_READ_ERRORS)
     async def sources(c: Con) -> list[SourceView]:
         return await c.service.sources()
+
+    @router.get("/search", response_model=SearchPage, responses=_READ_ERRORS)
+    async def search(c: Con, query: Annotated[SearchFilter, Query()]) -> SearchPage:
+        return await c.service.search(query)
 
 
 

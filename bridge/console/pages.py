@@ -21,12 +21,14 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from bridge.console import render, roles
 from bridge.console.auth import Authenticator, Principal
 from bridge.console.auth_settings import ConsoleAuthSettings
 from bridge.console.oidc import oidc_router
+from bridge.console.search import SearchFilter
 from bridge.console.service import PAGE_MAX, ConsoleService
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ STATIC_TYPES = {
     "favicon.svg": "image/svg+xml",
 }
 PAGE_SIZE = 25
+FORM_FIELDS = ("text", "source", "kind", "queue", "job", "error", "fp", "summary", "state", "since", "until")
 BARE = {"message.html", "moving.html", "signed_out.html"}
 
 ServiceGetter = Callable[[], ConsoleService | None]
@@ -137,6 +140,9 @@ class Pages:
     async def audit(self, request: Request) -> Response:
         return await self.render("audit", _audit, request)
 
+    async def search(self, request: Request) -> Response:
+        return await self.render("search", lambda svc: _search(svc, request.query_params), request)
+
 
 def pages_router(service: ServiceGetter, runbook_base_url: str | None,
                  auth: Authenticator | None = None) -> APIRouter:
@@ -151,7 +157,7 @@ def pages_router(service: ServiceGetter, runbook_base_url: str | None,
     routes: list[tuple[str, Callable[..., Awaitable[Response]]]] = [
         ("/", pages.overview), ("/source", pages.source), ("/entry", pages.entry), ("/groups", pages.groups),
         ("/group", pages.group), ("/undeliverable", pages.undeliverable), ("/silences", pages.silences),
-        ("/audit", pages.audit),
+        ("/audit", pages.audit), ("/search", pages.search),
     ]
     for path, handler in routes:
         router.add_api_route(path, handler, response_class=HTMLResponse)
@@ -194,6 +200,18 @@ async def _undeliverable(svc: ConsoleService) -> Mapping[str, Any]:
 
 async def _silences(svc: ConsoleService, prefill: Mapping[str, str]) -> Mapping[str, Any]:
     return {"silences": await svc.silences(include_expired=True), "prefill": prefill}
+
+
+async def _search(svc: ConsoleService, params: Mapping[str, str]) -> Mapping[str, Any]:
+    form = {name: str(params.get(name, ""))[:512] for name in FORM_FIELDS}
+    given = {k: v for k, v in form.items() if v}
+    try:
+        query = SearchFilter.model_validate({**given, "before": str(params.get("before", ""))[:80]})
+    except ValidationError as exc:
+        problem = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        return {"form": form, "page": None, "problem": problem, "query": ""}
+    page = await svc.search(query) if given or params.get("all") else None
+    return {"form": form, "page": page, "problem": "", "query": urllib.parse.urlencode(given)}
 
 
 async def _audit(svc: ConsoleService) -> Mapping[str, Any]:

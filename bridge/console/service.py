@@ -13,6 +13,7 @@ globals. Each method returns a view from `bridge.console.views`:
     undeliverable(limit)              -> list[UndeliverableView]
     silences(include_expired)         -> list[SilenceView]
     audit(limit)                      -> list[AuditRecord]
+    search(filter)                    -> SearchPage          every source, newest first (bridge.console.search)
 
 Actions live in `bridge.console.actions.ConsoleActions`. Data comes from the
 stores the pipeline keeps (archive, entry records, sink queues, ledger,
@@ -36,6 +37,8 @@ from bridge import keys
 from bridge.console.audit import AuditLog
 from bridge.console.entries import DeliveryReader, Record, envelope_view, find_raw, summary_view
 from bridge.console.fleet import gateway_view, group_summaries, group_view, sink_views
+from bridge.console.search import Searcher, SearchFilter, SearchPage
+from bridge.console.search_index import SearchIndex
 from bridge.console.views import (
     AuditRecord,
     EntryPage,
@@ -96,6 +99,7 @@ class ConsoleService:
         self._sinks = settings.effective_sinks()
         self._deliveries = DeliveryReader(client, self._sinks)
         self._archived: tuple[float, set[str]] | None = None
+        self.search_index = SearchIndex(client)
 
     @property
     def sinks(self) -> list[SinkSettings]:
@@ -260,6 +264,12 @@ class ConsoleService:
 
     async def audit(self, limit: int = 100) -> list[AuditRecord]:
         return await AuditLog(self._redis).recent(min(max(limit, 1), 1000))
+
+    async def search(self, query: SearchFilter) -> SearchPage:
+        lists = sorted((set(self._list_sources()) | await self._archived_sources()) - set(self._kinds))
+        named = [(name, "list") for name in lists] + [(name, ref.kind) for name, ref in self._kinds.items()]
+        searcher = Searcher(self._redis, self.search_index, self._views, self._deliveries.states)
+        return await searcher.search(query, named)
 
 
 def record_id(stored: Stored) -> str:

@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from bridge.console.pages import CSP, pages_router
 from bridge.console.render import runbook_href
+from bridge.console.search import SearchFilter, SearchPage
 from bridge.console.service import ConsoleService
 from bridge.console.views import (
     AuditRecord,
@@ -113,6 +114,10 @@ class HostileService(ConsoleService):
     async def audit(self, limit: int = 100) -> list[AuditRecord]:
         return [AuditRecord(at=1.0, who=HOSTILE, action="redrive", target=HOSTILE, outcome="ok", detail=HOSTILE)]
 
+    async def search(self, query: SearchFilter) -> SearchPage:
+        return SearchPage(filter=query, entries=[hostile_entry(self.runbook)], next_before="1700000000000.25",
+                          scanned=1, complete=True)
+
 
 def client_for(service: ConsoleService | None, base_url: str | None = BASE) -> httpx.AsyncClient:
     app = FastAPI()
@@ -130,6 +135,7 @@ PAGES = [
     "/console/silences",
     f"/console/silences?queue={HOSTILE}&job_name={HOSTILE}&fingerprint={IMG}",  # a link someone sent you
     "/console/audit",
+    f"/console/search?text={HOSTILE}&queue={IMG}&source={HOSTILE}&error={SCRIPT}&job={JS_URL}",  # filter values
 ]
 
 
