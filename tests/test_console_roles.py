@@ -77,7 +77,7 @@ async def test_each_role_may_do_its_actions_and_a_refusal_names_the_role_needed(
     assert operator_discard.json()["detail"] == "this needs the admin role (you have operator)"
     assert admin_discard.status_code == 200
     assert audit == [("ada", "discard", "ok"), ("otto", "redrive", "ok")], "who is the token's name; refusals no-op"
-    assert whoami["viewer-token"]["may"] == ["read"]
+    assert whoami["viewer-token"]["may"] == ["export", "read"]
     assert "discard" not in whoami["operator-token"]["may"] and "redrive" in whoami["operator-token"]["may"]
     assert whoami["admin-token"]["role"] == "admin" and "expire-silence" in whoami["admin-token"]["may"]
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio as aioredis
 
+from bridge.console.export import inert
 from bridge.settings import Settings
 from tests.conftest import envelope_entry
 from tests.support.receiver import Reply
@@ -83,3 +87,37 @@ async def test_pages_follow_the_cursor_and_ignore_entries_that_arrive_meanwhile(
     assert len(seen) == 7 and set(seen) == {f"o{i}" for i in range(7)}, "every entry once, none twice"
     assert "late" not in seen and len(pages) == 3
     assert all(page["complete"] for page in pages)
+
+
+async def test_export_streams_redacted_inert_rows_up_to_the_limit_and_is_audited(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    hostile = '=HYPERLINK("https://evil.example","x")'
+    await aredis.lpush("dead_letter:orders", *[envelope_entry(job_id=f"o{i}") for i in range(4)],
+                       envelope_entry(job_id="f1", job_name=hostile, last_error="-2+3 @cmd password=hunter2",
+                                      payload_excerpt="<script>alert(1)</script>"))
+    async with rig(make_settings) as r:
+        await r.drain()
+        csv_reply = await r.api.get("/api/v1/export", params={"format": "csv", "rows": 3},
+                                    headers={"X-Console-User": "eve"})
+        json_reply = await r.api.get("/api/v1/export", params={"format": "json", "job": hostile})
+        too_many = await r.api.get("/api/v1/export", params={"rows": 10**6})
+        audit = (await r.api.get("/api/v1/audit")).json()
+    rows = list(csv.reader(io.StringIO(csv_reply.text)))
+    assert csv_reply.headers["content-type"].startswith("text/csv")
+    assert "attachment" in csv_reply.headers["content-disposition"]
+    assert rows[0][:4] == ["archived_at", "source", "queue", "job_id"] and len(rows) == 1 + 3, "the row limit holds"
+    exported = json.loads(json_reply.text)
+    assert [e["envelope"]["job_id"] for e in exported] == ["f1"]
+    assert "hunter2" not in csv_reply.text + json_reply.text, "exports carry the redacted text only"
+    cells = {cell for row in rows[1:] for cell in row}
+    assert not [c for c in cells if c[:1] in ("=", "+", "-", "@")], "no cell a spreadsheet would evaluate"
+    assert too_many.status_code == 422
+    exports = [(a["action"], a["target"], a["detail"]) for a in audit if a["action"] == "export"]
+    assert ("export", f"job={urllib.parse.quote_plus(hostile)}", "1 rows as json") in exports
+    assert ("export", "everything", "3 rows as csv") in exports
+
+
+def test_a_formula_cell_is_made_inert() -> None:
+    assert [inert(v) for v in ("=1+1", "+1", "-1", "@SUM(A1)", "\t=1", "plain", None, 3)] == [
+        "'=1+1", "'+1", "'-1", "'@SUM(A1)", "'\t=1", "plain", "", "3"]

@@ -24,6 +24,7 @@ or the role token's name; with the single token or nobody, the body's
     GET    /api/v1/undeliverable?limit=             [UndeliverableView]
     GET    /api/v1/silences?include_expired=        [SilenceView]
     GET    /api/v1/audit?limit=                     [AuditRecord]
+    GET    /api/v1/export?format=csv|json&rows=&<search filter>   CSV or JSON, streamed, audited
     GET    /api/v1/search?text=&source=&kind=&queue=&job=&error=&fp=&summary=&state=&since=&until=&before=&limit=
                                                     SearchPage    (newest first; bridge.console.search)
     POST   /api/v1/entry/redrive?source=&id=        ActionResult  (409 when refused)
@@ -40,12 +41,13 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 
 from bridge.console import roles
 from bridge.console.actions import ConsoleActions, SilenceError
 from bridge.console.auth import Authenticator, Principal
+from bridge.console.export import ExportFilter, csv_stream, describe, json_stream
 from bridge.console.search import SearchFilter, SearchPage
 from bridge.console.service import ConsoleService
 from bridge.console.views import (
@@ -145,6 +147,7 @@ def build_api() -> APIRouter:
     _reads(router)
     _lookups(router)
     _actions(router)
+    _exports(router)
     return router
 
 
@@ -201,6 +204,24 @@ def _lookups(router: APIRouter) -> None:
     @router.get("/audit", response_model=list[AuditRecord], responses=_READ_ERRORS)
     async def audit(c: Con, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[AuditRecord]:
         return await c.service.audit(limit)
+
+
+def _exports(router: APIRouter) -> None:
+    @router.get("/export", responses={200: {"content": {"text/csv": {}, "application/json": {}}}, **_READ_ERRORS})
+    async def export(c: Con, query: Annotated[ExportFilter, Query()],
+                     caller: Annotated[Principal, needs("export")]) -> StreamingResponse:
+        search = SearchFilter.model_validate(query.model_dump(exclude={"format", "rows"}))
+        who = caller.name if caller.via == "anonymous" else who_of(None, None, caller)
+
+        async def done(count: int) -> None:
+            await c.actions.audit.append(who, "export", describe(search), "ok", f"{count} rows as {query.format}")
+
+        stream = (csv_stream if query.format == "csv" else json_stream)(c.service.search, search, query.rows, done)
+        kind = "text/csv; charset=utf-8" if query.format == "csv" else "application/json"
+        name = f"dlq-bridge-export.{query.format}"
+        return StreamingResponse(stream, media_type=kind, headers={
+            "Content-Disposition": f'attachment; filename="{name}"', "X-Content-Type-Options": "nosniff",
+            "Cache-Control": "no-store"})
 
 
 def _result(result: ActionResult) -> JSONResponse:

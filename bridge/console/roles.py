@@ -15,6 +15,7 @@ from bridge.console.auth_settings import ROLES, Role
 
 NEEDS: dict[str, Role] = {
     "read": "viewer",
+    "export": "viewer",
     "redrive": "operator",
     "redrive-group": "operator",
     "retry": "operator",

@@ -65,6 +65,7 @@ HOUR_BUCKETS = 3600 // keys.STATS_BUCKET_S
 ARCHIVE_SCAN_EVERY_S = 30.0
 KIND_DEPTH_TIMEOUT_S = 1.0
 UNDELIVERABLE_COUNTED = 2000
+SCAN_COUNT = 10_000  # the search index adds keys per facet value: fewer SCAN round trips
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,7 @@ class ConsoleService:
         if self._archived is not None and now - self._archived[0] < ARCHIVE_SCAN_EVERY_S:
             return self._archived[1]
         found = set()
-        async for key in self._redis.scan_iter(match=keys.ALERTED_MATCH, count=1000, _type="list"):
+        async for key in self._redis.scan_iter(match=keys.ALERTED_MATCH, count=SCAN_COUNT, _type="list"):
             source = keys.parse_alerted(keys.decode(key))
             if source is not None:
                 found.add(source)
