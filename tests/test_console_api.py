@@ -93,6 +93,8 @@ async def test_reads_show_the_real_state(make_settings: Callable[..., Settings],
     assert overview["gateway"]["summaries_last_hour"]["fallback"] == 3
     assert {s["name"]: s["queue_depth"] for s in overview["sinks"]} == {"slack": 0, "pd": 0, "api": 0}
     assert overview["read_only"] is False
+    latest = [e["envelope"]["job_id"] for e in overview["latest"]]
+    assert latest[0] == "o2" and sorted(latest[1:]) == ["m1", "o1"], "what is failing now: newest first"
     assert page["total"] == 2 and page["next_offset"] == 1
     assert first["envelope"]["job_id"] == "o2", "newest first"
     assert first["summary"]["title"] and first["summary"]["source"] == "fallback"

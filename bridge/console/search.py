@@ -80,7 +80,7 @@ class Candidate:
     source: str
 
 
-Views = Callable[[str, list[tuple[str, bytes | None, Any]]], Awaitable[list[EntryView]]]
+Views = Callable[[list[tuple[str, str, bytes | None, Any]]], Awaitable[list[EntryView]]]
 States = Callable[[Sequence[Record]], Awaitable[list[list[SinkDelivery]]]]
 Match = tuple[Candidate, bytes | None, Any]
 
@@ -118,15 +118,8 @@ class Searcher:
                           complete=exhausted or len(matches) > f.limit)
 
     async def _entry_views(self, page: Sequence[Match]) -> list[EntryView]:
-        """The page's views (one batch of delivery lookups per source), in the page's order."""
-        by_source: dict[str, list[tuple[str, bytes | None, Any]]] = {}
-        for cand, raw, stored in page:
-            by_source.setdefault(cand.source, []).append((cand.digest, raw, stored))
-        found: dict[tuple[str, str], EntryView] = {}
-        for source, items in by_source.items():
-            for item, view in zip(items, await self._views(source, items), strict=True):
-                found[(source, item[0])] = view
-        return [found[(c.source, c.digest)] for c, _r, _s in page]
+        """The page's views, their delivery states read in one batch, in the page's order."""
+        return await self._views([(c.source, c.digest, raw, stored) for c, raw, stored in page])
 
     async def _drivers(self, f: SearchFilter, sources: Sequence[str]) -> dict[str, list[bytes]]:
         """Per source, the sorted sets whose union holds every candidate (see module doc)."""

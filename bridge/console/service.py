@@ -65,6 +65,7 @@ HOUR_BUCKETS = 3600 // keys.STATS_BUCKET_S
 ARCHIVE_SCAN_EVERY_S = 30.0
 KIND_DEPTH_TIMEOUT_S = 1.0
 UNDELIVERABLE_COUNTED = 2000
+LATEST = 10  # the overview's "failing now" list
 SCAN_COUNT = 10_000  # the search index adds keys per facet value: fewer SCAN round trips
 
 
@@ -112,6 +113,7 @@ class ConsoleService:
     # --- overview -------------------------------------------------------------------------
 
     async def overview(self) -> Overview:
+        """Counts, sinks and gateway; the open groups newest first; the latest entries of every source."""
         sources = await self.sources()
         records = await UndeliverableStore(self._redis).records(UNDELIVERABLE_COUNTED)
         per_sink = Counter(str(r.record.get("sink", "")) for r in records)
@@ -126,6 +128,7 @@ class ConsoleService:
             undeliverable=int(await self._redis.llen(keys.UNDELIVERABLE)),
             active_silences=sum(1 for s in silences if s.active(now)),
             read_only=self.read_only,
+            latest=(await self.search(SearchFilter(limit=LATEST))).entries,
         )
 
     async def sources(self) -> list[SourceView]:
@@ -215,11 +218,15 @@ class ConsoleService:
         return Record.parse(await self._redis.hget(keys.encode(keys.entry_records(source)), entry_id))
 
     async def _views(self, source: str, items: list[tuple[str, bytes | None, Any]]) -> list[EntryView]:
-        records = [Record.parse(stored) for _d, _r, stored in items]
+        return await self.views_of([(source, digest, raw, stored) for digest, raw, stored in items])
+
+    async def views_of(self, items: list[tuple[str, str, bytes | None, Any]]) -> list[EntryView]:
+        """Views of (source, digest, raw, stored record) items, their delivery states read in one batch."""
+        records = [Record.parse(stored) for _src, _d, _r, stored in items]
         known = [r for r in records if r is not None]
         states = iter(await self._deliveries.states(known))
         views = []
-        for (digest, raw, _s), record in zip(items, records, strict=True):
+        for (source, digest, raw, _s), record in zip(items, records, strict=True):
             deliveries = next(states) if record is not None else []
             views.append(self._entry_view(source, digest, raw, record, deliveries))
         return views
@@ -269,7 +276,7 @@ class ConsoleService:
     async def search(self, query: SearchFilter) -> SearchPage:
         lists = sorted((set(self._list_sources()) | await self._archived_sources()) - set(self._kinds))
         named = [(name, "list") for name in lists] + [(name, ref.kind) for name, ref in self._kinds.items()]
-        searcher = Searcher(self._redis, self.search_index, self._views, self._deliveries.states)
+        searcher = Searcher(self._redis, self.search_index, self.views_of, self._deliveries.states)
         return await searcher.search(query, named)
 
 

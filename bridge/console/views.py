@@ -114,6 +114,8 @@ class Overview(View):
     undeliverable: int
     active_silences: int
     read_only: bool = Field(description="True when no console token is configured: actions are refused.")
+    latest: list[EntryView] = Field(default_factory=list, description="The newest archived entries of every "
+                                    "source, newest first (what is failing now).")
 
 
 class SummaryView(View):

@@ -83,7 +83,7 @@ class HostileService(ConsoleService):
                             oldest_age_s=65, undeliverable=1, group_by="fingerprint", open_groups=1)],
             gateway=GatewayView(configured=True, breaker="closed", calls_per_minute=60, budget_left=42,
                                 summaries_last_hour=counts),
-            undeliverable=1, active_silences=1, read_only=self.read_only,
+            undeliverable=1, active_silences=1, read_only=self.read_only, latest=[hostile_entry(self.runbook)],
         )
 
     async def source_entries(self, source: str, offset: int = 0, limit: int = 50) -> EntryPage:
@@ -191,6 +191,14 @@ async def test_model_urls_are_text_and_only_the_bridges_runbook_link_is_live() -
 )
 def test_a_runbook_link_outside_base_url_is_never_live(link: Link, base: str | None) -> None:
     assert runbook_href(link, base) is None
+
+
+async def test_the_overview_lists_what_is_failing_now_and_groups_newest_first() -> None:
+    async with client_for(HostileService()) as client:
+        html = (await client.get("/console/")).text
+    latest = html.split('id="latest"', 1)[1].split("</table>", 1)[0]
+    assert "0123456789abcdef" in latest and "&lt;script&gt;" in latest and "2023-11-14 22:13:20 UTC" in latest
+    assert "/console/group?sink=slack&amp;key=" in latest, "the entry's open group is linked"
 
 
 async def test_read_only_mode_shows_no_token_box_and_no_action_button() -> None:
