@@ -20,8 +20,8 @@ source. Cost per entry: one sorted-set member in each of its facet sets (5,
 plus one per word), measured in bytes and commands by
 bench/bench_console_search.py; the members of one chunk (2,000 entries) go out
 as one ZADD per facet value and one HSET of the values seen (pipelined: one
-round trip per chunk). Indexing is lazy (the first search after new hand-offs
-does it), so the hand-off is untouched; see docs/design.md, "Console search".
+round trip per chunk). Indexing is lazy (a search first indexes what was
+handed off since, checking at most once a second), so the hand-off is untouched; see docs/design.md, "Console search".
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ VALUE_MAX = 200
 WORD = re.compile(r"[^\W\d_][\w]{2,31}")  # a word: a letter, then 2-31 word characters
 WORDS_MAX = 24  # distinct words indexed per entry (of the redacted error, then the excerpt)
 TRIM_EVERY_S = 60.0
+REFRESH_EVERY_S = 1.0  # a search sees hand-offs at most this old (the index checks once a second)
 TIE_STEPS = 4096  # ms < 2**41: 12 bits of a double's 53 are left for a tie-break below the millisecond
 
 
@@ -112,9 +113,15 @@ class SearchIndex:
         self._redis = client
         self._clock = clock
         self._trimmed: dict[str, float] = {}
+        self._fresh: tuple[float, tuple[str, ...]] | None = None
 
     async def refresh(self, sources: Sequence[str]) -> int:
-        """Index every record newer than each source's mark; returns how many were indexed."""
+        """Index every record newer than each source's mark (at most once per REFRESH_EVERY_S for the
+        same sources); returns how many were indexed."""
+        now, wanted = self._clock(), tuple(sources)
+        if self._fresh is not None and self._fresh[1] == wanted and now - self._fresh[0] < REFRESH_EVERY_S:
+            return 0
+        self._fresh = (now, wanted)
         async with self._redis.pipeline(transaction=False) as pipe:
             for source in sources:
                 pipe.get(indexed_key(source))
