@@ -30,9 +30,9 @@ from fastapi.responses import JSONResponse
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import bench_redis_url, bench_settings
-from bridge.envelope import normalize
 from bridge.health import Health
 from bridge.http import build_http_client
+from bridge.intake import normalize
 from bridge.metrics import Metrics
 from bridge.runbooks import RunbookCatalog
 from bridge.summarize.factory import build_summarizer

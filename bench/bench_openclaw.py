@@ -27,8 +27,8 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bridge.envelope import normalize
 from bridge.health import Health
+from bridge.intake import normalize
 from bridge.metrics import Metrics
 from bridge.models import Summary
 from bridge.runbooks import RunbookCatalog

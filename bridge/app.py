@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
-from bridge.console.api import Console, build_api
+from bridge.console.api import build_api, running_console
 from bridge.console.auth import Authenticator
 from bridge.console.pages import pages_router
 from bridge.console.service import ConsoleService
@@ -92,7 +92,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
 
 def _console_service(app: FastAPI) -> ConsoleService | None:
     """The running console's read side for the pages; None while the bridge starts."""
-    console: Console | None = getattr(app.state, "console", None)
+    console = running_console(app)
     return console.service if console is not None else None
 
 

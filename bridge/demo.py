@@ -8,7 +8,7 @@ import time
 import redis.asyncio as redis
 
 from bridge.settings import Settings
-from bridge.sources.config import KindSources
+from bridge.sources.registry import KINDS
 
 DEMO_MATCH = "dead_letter:demo-*"
 
@@ -50,7 +50,7 @@ def demo_settings(settings: Settings) -> Settings:
     Sinks and the gateway stay as configured (a demo shows what they would receive); a
     configured Redis and its real dead letters are never touched.
     """
-    no_kinds: dict[str, object] = {kind: [] for kind in KindSources.model_fields}
+    no_kinds: dict[str, object] = {kind: [] for kind in KINDS.names()}
     embedded = {"url": None, "url_env": None, "url_file": None, "cluster": False, "wait_replicas": 0}
     redis_settings = settings.redis.model_copy(update=embedded)
     sources = settings.sources.model_copy(update={"match": DEMO_MATCH, **no_kinds})

@@ -88,15 +88,6 @@ def parse_entry(
         return unparseable(raw, source_key, digest, f"normalization failed: {type(exc).__name__}", excerpt_max)
 
 
-def normalize(
-    raw: bytes, source_key: str, *, excerpt_max: int = 2048, max_parse_bytes: int = DEFAULT_MAX_PARSE_BYTES
-) -> DeadLetter:
-    """The whole intake, redacted and fingerprinted: `bridge.intake.normalize` under its old name."""
-    from bridge.intake import normalize as intake  # here, not on top: the intake imports this module
-
-    return intake(raw, source_key, excerpt_max=excerpt_max, max_parse_bytes=max_parse_bytes)
-
-
 def _decode(raw: bytes, max_parse_bytes: int) -> tuple[dict[str, Any] | None, str]:
     if len(raw) > max_parse_bytes:
         return None, (

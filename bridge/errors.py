@@ -14,6 +14,8 @@ never the URL or a key. A sink error carries its parts as fields (`sink`,
 
 from __future__ import annotations
 
+from redis.exceptions import RedisError
+
 
 class BridgeError(Exception):
     """Base of every error the bridge raises on purpose."""
@@ -66,3 +68,7 @@ class SinkRetryable(SinkError):
 
 class SinkPermanent(SinkError):
     """Another attempt would fail the same way."""
+
+
+REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, OSError)
+"""What a Redis call raises when the server is away (a refused or reset connection is an OSError)."""

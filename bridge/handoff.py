@@ -40,7 +40,8 @@ from redis.exceptions import RedisError
 
 from bridge import keys
 from bridge.batching import Batcher, flush_while_busy
-from bridge.delivery.queue import SinkQueue, item_id, now_ms
+from bridge.delivery.queue import SinkQueue
+from bridge.items import item_id, now_ms
 from bridge.models import Alert
 from bridge.replicas import ReplicaWait
 from bridge.silences import SilenceFilter

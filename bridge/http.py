@@ -10,7 +10,7 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 
-from bridge.settings import HttpSettings
+from bridge.config.sections import HttpSettings
 
 USER_AGENT = "dlq-bridge/0.1"
 MAX_RETRY_AFTER_S = 300.0

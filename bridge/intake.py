@@ -10,14 +10,14 @@ deadline. It never raises.
 
 from __future__ import annotations
 
+from bridge.config.sources import ListSourcesSettings
 from bridge.envelope import DEFAULT_MAX_PARSE_BYTES, parse_entry, raw_digest, unparseable
 from bridge.fingerprint import with_fingerprint
 from bridge.models import DeadLetter
 from bridge.redact import redact_envelope
-from bridge.settings import SourcesSettings
 
 
-def prepare(raw: bytes, source_key: str, settings: SourcesSettings) -> DeadLetter:
+def prepare(raw: bytes, source_key: str, settings: ListSourcesSettings) -> DeadLetter:
     """The pipeline's entry point: the redacted, fingerprinted envelope of one raw entry."""
     return normalize(
         raw, source_key, excerpt_max=settings.excerpt_max_bytes, max_parse_bytes=settings.max_parse_bytes

@@ -25,9 +25,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from redis.exceptions import RedisError
-
 from bridge import keys
+from bridge.errors import REDIS_ERRORS
 from bridge.health import Status
 from bridge.intake import prepare
 from bridge.models import DeadLetter
@@ -45,7 +44,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 5.0
-REDIS_ERRORS = (RedisError, OSError)
 IDLE_PAUSE_S = (0.05, 1.0)  # an empty source is polled again after this, doubling while it stays empty
 
 

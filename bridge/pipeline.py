@@ -27,12 +27,11 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from redis.exceptions import RedisError
-
 from bridge import keys
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.undeliverable import UndeliverableStore
-from bridge.delivery.worker import Delivery
+from bridge.delivery.workers import Delivery
+from bridge.errors import REDIS_ERRORS
 from bridge.handoff import HandOff
 from bridge.health import Health, Status
 from bridge.intake import prepare
@@ -48,7 +47,6 @@ from bridge.summarize.base import Summarizer
 
 log = logging.getLogger(__name__)
 
-REDIS_ERRORS = (RedisError, OSError)
 MAX_BACKOFF_S = 5.0
 INTAKE_THREADS = 4
 CLAIM_BATCH = 16  # entries claimed per script call at most (free worker slots permitting)

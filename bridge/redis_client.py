@@ -20,8 +20,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from bridge.config.redis import RedisSettings
 from bridge.redis_conn import taskless_writes
-from bridge.settings import RedisSettings
 
 # MOVED/ASK are followed by the cluster client itself; connection errors, timeouts and
 # CLUSTERDOWN (a failover under way) are retried this often, with jittered backoff, before

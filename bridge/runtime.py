@@ -13,9 +13,9 @@ import httpx
 import redis.asyncio as redis
 
 from bridge.delivery.dispatcher import Dispatcher
-from bridge.delivery.factory import build_delivery, build_dispatcher, build_groupers
+from bridge.delivery.factory import build_delivery, build_dispatcher, build_groupers, settings_concurrency
 from bridge.delivery.undeliverable import UndeliverableStore
-from bridge.delivery.worker import Delivery
+from bridge.delivery.workers import Delivery
 from bridge.embedded import EmbeddedRedis
 from bridge.health import Health
 from bridge.http import build_http_client
@@ -67,11 +67,7 @@ def mask_redis_url(url: str) -> str:
 
 def redis_pool_size(settings: Settings) -> int:
     """Room for every pipeline worker and every sink delivery in flight at once, plus the loops."""
-    delivery = settings.delivery
-    per_sink = [
-        delivery.paced_sink_concurrency if s.type in ("slack", "pagerduty") else delivery.sink_concurrency
-        for s in settings.effective_sinks()
-    ]
+    per_sink = [settings_concurrency(settings, s) for s in settings.effective_sinks()]
     return settings.sources.concurrency * 2 + sum(per_sink) + 32
 
 
@@ -117,7 +113,9 @@ async def open_runtime(
             )
             dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout)
             source = RedisListSource(client, settings.sources, settings.redis.consumer_id)
-            kinds = build_kind_sources(settings.sources.kinds(), bridge=client, consumer_id=settings.redis.consumer_id)
+            kinds = build_kind_sources(
+                settings.sources, bridge=client, consumer_id=settings.redis.consumer_id, redis=settings.redis
+            )
             undeliverable = UndeliverableStore(client, metrics, settings.delivery.undeliverable_max)
             groupers = build_groupers(client, dispatcher, metrics, settings.delivery.lease_s)
             delivery = build_delivery(settings, client, dispatcher, metrics, health, undeliverable, groupers)

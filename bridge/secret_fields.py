@@ -17,7 +17,7 @@ See docs/design.md, section 6.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -104,9 +104,21 @@ def _resolve_nested(annotation: Any, value: Any, env: Mapping[str, str], where: 
     return value, []
 
 
+class OneOf:
+    """`Annotated` metadata of a field whose model is picked at validation time (a plug-in's table):
+    `models()` are the candidates, told apart by their `type` literal."""
+
+    def __init__(self, models: Callable[[], list[type[BaseModel]]]) -> None:
+        self.models = models
+
+
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
+    if get_origin(annotation) is Annotated:
+        for meta in annotation.__metadata__:
+            if isinstance(meta, OneOf):
+                return meta.models()
     found: list[type[BaseModel]] = []
     for arg in get_args(annotation):
         found.extend(_models_in(arg))

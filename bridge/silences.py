@@ -3,8 +3,9 @@
 A silence matches an alert on any of a queue glob, a job name and a
 fingerprint (at least one; all given must match) until `ends_at`. A matching
 alert is still archived (and shown in the console) but is not handed to the
-sinks that notify people (Slack, PagerDuty, console); webhook sinks still get
-it unless the silence says `webhooks = true`.
+sinks that notify people (their plug-in's `notifies_people`: Slack, PagerDuty,
+console); machine receivers (webhooks) still get it unless the silence says
+`webhooks = true`.
 
 Stored in one hash, `dlq_bridge:silences` (id → silence JSON), written only
 by console actions. The hand-off reads it through `SilenceFilter`, an
@@ -34,7 +35,6 @@ log = logging.getLogger(__name__)
 
 REFRESH_S = 1.0
 KEEP_ENDED_S = 7 * 24 * 3600
-NOTIFYING_TYPES = frozenset({"slack", "pagerduty", "console"})
 
 
 class Silence(BaseModel):
@@ -67,9 +67,9 @@ class Silence(BaseModel):
             return False
         return self.fingerprint is None or dl.fingerprint == self.fingerprint
 
-    def silences(self, sink_type: str) -> bool:
-        """Does it hold back a sink of this type? Webhooks only when asked."""
-        return sink_type in NOTIFYING_TYPES or (sink_type == "webhook" and self.webhooks)
+    def silences(self, notifies_people: bool) -> bool:
+        """Does it hold back a sink? One that notifies people always; a machine receiver only when asked."""
+        return notifies_people or self.webhooks
 
 
 def new_id() -> str:
@@ -130,14 +130,14 @@ class SilenceFilter:
     def __init__(
         self,
         store: SilenceStore,
-        sink_types: Mapping[str, str],
+        notifies_people: Mapping[str, bool],
         *,
         refresh_s: float = REFRESH_S,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
-        self._types = dict(sink_types)
+        self._notifies = dict(notifies_people)
         self._refresh_s = refresh_s
         self._clock = clock
         self._monotonic = monotonic
@@ -156,7 +156,7 @@ class SilenceFilter:
         matching = [s for s in self._silences if s.active(now) and s.matches(alert)]
         kept, silenced = [], {}
         for sink in sinks:
-            hit = next((s for s in matching if s.silences(self._types.get(sink, "webhook"))), None)
+            hit = next((s for s in matching if s.silences(self._notifies.get(sink, False))), None)
             if hit is None:
                 kept.append(sink)
             else:

@@ -8,7 +8,8 @@ import redis.asyncio as aioredis
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.delivery.queue import MAX_URGENCY, SinkQueue, item_id, order_score
+from bridge.delivery.queue import SinkQueue
+from bridge.items import MAX_URGENCY, item_id, order_score
 from bridge.models import Severity
 
 NOW_MS = int(time.time() * 1000)  # a real ms timestamp, ≈ 1.8e12

@@ -14,7 +14,7 @@ from bridge.delivery.factory import build_delivery, build_groupers
 from bridge.delivery.queue import SinkQueue
 from bridge.delivery.resolve import enqueue_resolve, parse_resolve
 from bridge.delivery.undeliverable import UndeliverableStore
-from bridge.delivery.worker import Delivery
+from bridge.delivery.workers import Delivery
 from bridge.models import Severity
 from bridge.settings import Settings
 from bridge.sinks.pagerduty import dedup_key

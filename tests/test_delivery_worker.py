@@ -13,11 +13,12 @@ from bridge.delivery.deliver import Deliverer, Route
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.ledger import Ledger
 from bridge.delivery.monitor import QueueMonitor
-from bridge.delivery.queue import SinkQueue, item_id, now_ms
+from bridge.delivery.queue import SinkQueue
 from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.delivery.worker import SinkWorker
 from bridge.errors import SinkPermanent
 from bridge.health import Health
+from bridge.items import item_id, now_ms
 from bridge.metrics import Metrics
 from bridge.models import Alert, Severity
 from bridge.settings import ConsoleSinkSettings, DeliverySettings

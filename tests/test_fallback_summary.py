@@ -3,7 +3,7 @@ from __future__ import annotations
 import io
 import json
 
-from bridge.envelope import normalize
+from bridge.intake import normalize
 from bridge.models import Alert, Severity, SummarySource
 from bridge.runbooks import RunbookCatalog
 from bridge.sinks.console import ConsoleSink

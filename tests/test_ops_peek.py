@@ -154,7 +154,7 @@ def test_peek_groups_shows_each_open_group_with_its_jobs(
     import redis.asyncio as aioredis
 
     from bridge.delivery.grouping import Grouper
-    from bridge.envelope import normalize
+    from bridge.intake import normalize
     from bridge.models import Alert, Severity, Summary, SummarySource
     from bridge.settings import SlackSinkSettings
 

@@ -15,7 +15,7 @@ import redis
 
 from bridge import keys
 from bridge.cli import main
-from bridge.commands.redrive import reset_attempts
+from bridge.redrive import reset_attempts
 from tests.conftest import envelope_entry
 from tests.support.ops import ROOT, clean_env, write_config
 

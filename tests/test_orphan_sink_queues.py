@@ -12,7 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from bridge import keys
-from bridge.delivery.queue import SinkQueue, item_id, now_ms
+from bridge.delivery.queue import SinkQueue
+from bridge.items import item_id, now_ms
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
 from tests.support.http_server import serve

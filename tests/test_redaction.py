@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bridge.envelope import normalize
+from bridge.intake import normalize
 from bridge.redact import REDACTED, is_sensitive_key, redact_text
 
 SECRETS = [

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import redis.asyncio as aioredis
 
-from bridge.envelope import normalize
 from bridge.health import Health
 from bridge.http import build_http_client
+from bridge.intake import normalize
 from bridge.metrics import Metrics
 from bridge.models import DeadLetter, Summary
 from bridge.runbooks import RunbookCatalog

@@ -13,8 +13,8 @@ import redis.asyncio as aioredis
 import respx
 
 from bridge import keys
-from bridge.envelope import normalize
 from bridge.health import Health, Status
+from bridge.intake import normalize
 from bridge.metrics import Metrics
 from bridge.models import DeadLetter, Summary
 from bridge.runbooks import RunbookCatalog

@@ -22,7 +22,6 @@ from urllib.parse import urlsplit
 import httpx
 import redis.asyncio as redis
 
-from bridge.commands import kind_sources
 from bridge.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -39,6 +38,8 @@ from bridge.redis_client import as_cluster
 from bridge.redis_client import probe as redis_problem
 from bridge.runbooks import RunbookCatalog
 from bridge.settings import CONFIG_ENV, Settings, SinkSettings, unknown_env_variables
+from bridge.sinks.registry import SINKS
+from bridge.sources import refs as kind_sources
 
 OK, FAIL, SKIP, WARN = "ok", "FAIL", "skip", "warn"
 
@@ -220,21 +221,14 @@ async def check_sink(sink: SinkSettings, http: httpx.AsyncClient) -> Result:
     component = f"sink {sink.name}"
     url = sink_url(sink)
     if url is None:
-        return Result(component, "stdout", OK, "console sink, nothing to reach")
+        return Result(component, "stdout", OK, f"{sink.type} sink, nothing to reach")
     status, detail = await probe(http, "HEAD", host_root(url))
     return Result(component, f"{sink.type} {mask_url(url)}", status, detail)
 
 
 def sink_url(sink: SinkSettings) -> str | None:
-    """The URL a sink posts to (a secret for Slack), or None for the console."""
-    if sink.type == "slack":
-        assert sink.url is not None
-        return sink.url.get_secret_value()
-    if sink.type == "pagerduty":
-        return sink.events_url
-    if sink.type == "webhook":
-        return sink.url
-    return None
+    """The URL a sink posts to (may be a secret, e.g. Slack's), or None when it reaches nothing."""
+    return SINKS.of(sink).probe_url(sink)
 
 
 def host_root(url: str) -> str:

@@ -27,6 +27,8 @@ from pydantic_core import PydanticUndefined
 
 from bridge.secret_fields import secret_spec
 from bridge.settings import Settings
+from bridge.sinks.registry import SINKS
+from bridge.sources.registry import KINDS
 
 START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 DEFAULT_OVERRIDES = {"redis.consumer_id": "the host name (pod name in Kubernetes)"}
@@ -70,16 +72,8 @@ def _tables_in(dotted: str, model: type[BaseModel]) -> list[tuple[str, str, type
 
 
 def _kind_models() -> list[tuple[str, str, type[BaseModel]]]:
-    """`[[sources.<kind>]]` tables: the list-of-model fields of `[sources]` (docs/sources.md)."""
-    sources = Settings.model_fields["sources"].annotation
-    assert isinstance(sources, type) and issubclass(sources, BaseModel)
-    found = []
-    for name, field in sources.model_fields.items():
-        if get_origin(field.annotation) is list:
-            model = _model_of(get_args(field.annotation)[0])
-            if model is not None:
-                found.append((f"[[sources.{name}]]", f"kinds.{name}", model))
-    return found
+    """`[[sources.<kind>]]` tables, one per kind plug-in (docs/sources.md)."""
+    return [(f"[[sources.{p.kind}]]", f"kinds.{p.kind}", p.settings) for p in KINDS]
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
@@ -90,9 +84,7 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 
 
 def _sink_models() -> list[type[BaseModel]]:
-    item = get_args(Settings.model_fields["sinks"].annotation)[0]
-    union = get_args(item)[0] if get_origin(item) is typing.Annotated else item
-    return [m for m in get_args(union) if isinstance(m, type) and issubclass(m, BaseModel)]
+    return [plugin.settings for plugin in SINKS]
 
 
 def _row(section: str, prefix: str, key: str, field: FieldInfo) -> str:

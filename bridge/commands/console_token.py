@@ -13,7 +13,7 @@ import hashlib
 import re
 import secrets
 
-from bridge.console.auth_settings import ROLES
+from bridge.config.console_auth import ROLES
 from bridge.exit_codes import EXIT_OK
 from bridge.settings import Settings
 

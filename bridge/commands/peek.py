@@ -2,7 +2,7 @@
 
 Only SCAN (with TYPE list, never KEYS), LLEN and LRANGE are used, so peeking
 at a busy production Redis is safe. Entries are shown through
-`bridge.envelope.normalize`, so secrets in them are redacted.
+`bridge.intake.normalize`, so secrets in them are redacted.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 import redis.asyncio as redis
 
 from bridge import keys
-from bridge.commands import kind_sources
 from bridge.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -30,9 +29,10 @@ from bridge.commands.common import (
     terminal_width,
 )
 from bridge.delivery.grouping import Grouper
-from bridge.envelope import normalize
+from bridge.intake import normalize
 from bridge.models import DeadLetter
 from bridge.settings import Settings
+from bridge.sources import refs as kind_sources
 
 EPILOG = """examples:
   dlq-bridge peek                          # every DLQ: waiting, processing, archived

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from bridge.commands.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, as_bytes, resolve_source
-from bridge.envelope import normalize
+from bridge.intake import normalize
 from bridge.models import Alert
 from bridge.runtime import Runtime, open_runtime, runbook_url_builder
 from bridge.settings import Settings
+from bridge.sinks.registry import SINKS
 
 MANUAL_SOURCE = "dead_letter:manual"
 EPILOG = """examples:
@@ -131,6 +132,5 @@ def report(alert: Alert, sinks: list[dict[str, Any]], out: TextIO, *, as_json: b
     for sink in sinks:
         print(f"\n── {sink['sink']} ({sink['type']}): would send, not sent ──", file=out)
         body = sink["body"]
-        card = body.get("card") if sink["type"] == "console" else None
-        text = card if isinstance(card, str) else json.dumps(body, indent=2, ensure_ascii=False)
+        text = SINKS.named(sink["type"]).as_text(body) or json.dumps(body, indent=2, ensure_ascii=False)
         print(text, file=out)

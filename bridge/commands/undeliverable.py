@@ -17,7 +17,6 @@ import time
 from typing import Any, TextIO
 
 import redis.asyncio as redis
-from pydantic import ValidationError
 
 from bridge.commands.common import (
     EXIT_FAILED,
@@ -30,11 +29,10 @@ from bridge.commands.common import (
 )
 from bridge.delivery.deliver import Deliverer, Route
 from bridge.delivery.factory import build_ledger, build_routes
-from bridge.delivery.undeliverable import Stored, UndeliverableStore
+from bridge.delivery.undeliverable import Stored, UndeliverableStore, retry_one
 from bridge.health import Health
 from bridge.http import build_http_client
 from bridge.metrics import Metrics
-from bridge.models import Alert
 from bridge.settings import Settings
 
 EPILOG = """examples:
@@ -155,23 +153,3 @@ async def _retry_each(
         print(f"{'ok  ' if ok else 'FAIL'} {item.record.get('sink', '?')} "
               f"{one_line(str(item.record.get('idempotency_key', '?')), 60)}: {message}", file=out)
     return failed
-
-
-async def retry_one(
-    item: Stored, routes: dict[str, Route], deliverer: Deliverer, store: UndeliverableStore
-) -> tuple[bool, str]:
-    """Deliver one record's alert again (through the ledger); remove the record once its sink has it."""
-    record = item.record
-    route = routes.get(str(record.get("sink")))
-    if route is None:
-        return False, "skipped: no such sink is configured"
-    try:
-        alert = Alert.model_validate(record.get("alert"))
-    except ValidationError:
-        return False, "skipped: the record holds no alert to re-deliver"
-    result = await deliverer.deliver(route, alert)
-    if result.outcome == "undeliverable":
-        return False, f"still failing: {result.error or ''}"
-    removed = await store.remove(item)
-    note = "" if removed else " (record was already removed)"
-    return True, ("delivered" if result.outcome == "delivered" else "already delivered") + note

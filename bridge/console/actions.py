@@ -11,7 +11,7 @@
 else `token`). Every action, refused or done, is appended to the audit list.
 The token check is the API's job (bridge.console.api), not this module's.
 
-Redrive reuses `bridge.commands.redrive.move_batch` (one atomic script per
+Redrive reuses `bridge.redrive.move_batch` (one atomic script per
 entry: archive → work queue, attempts reset) and then queues a PagerDuty
 resolve (`event_action: resolve`, the trigger's dedup_key) for each
 PagerDuty sink the alert was handed to, through `Resolver` (by default
@@ -29,16 +29,16 @@ from typing import Protocol
 import redis.asyncio as redis
 
 from bridge import keys
-from bridge.commands.redrive import Plan, finish_staged, move_batch
-from bridge.commands.undeliverable import retry_one
 from bridge.console.audit import AuditLog
 from bridge.console.entries import Record
 from bridge.console.service import ConsoleService, record_id, silence_view
 from bridge.console.views import ActionResult, SilenceCreate, SilenceView
 from bridge.delivery.deliver import Deliverer, Route
-from bridge.delivery.undeliverable import UndeliverableStore
+from bridge.delivery.undeliverable import UndeliverableStore, retry_one
+from bridge.redrive import Plan, finish_staged, move_batch
+from bridge.resolves import incident_key
 from bridge.silences import Silence, SilenceFilter, SilenceStore, new_id
-from bridge.sinks.pagerduty import dedup_key
+from bridge.sinks.registry import SINKS
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +108,8 @@ class ConsoleActions:
     async def _resolve(self, record: Record | None) -> str:
         if record is None:
             return ""
-        types = {s.name: s.type for s in self._service.sinks}
-        sinks = [s for s in record.sinks if types.get(s) == "pagerduty"]
+        resolving = {s.name for s in self._service.sinks if SINKS.of(s).resolves(s)}
+        sinks = [s for s in record.sinks if s in resolving]
         for sink in sinks:
             try:
                 await self._resolver(self._redis, sink, record)
@@ -195,7 +195,7 @@ def enqueue_resolve_seam(
 
     async def resolve(client: redis.Redis, sink: str, record: Record) -> None:
         dl = record.alert.dead_letter
-        await enqueue(client, sink, dedup_key(dl.job_id), idempotency_key=record.alert.idempotency_key,
+        await enqueue(client, sink, incident_key(dl.job_id), idempotency_key=record.alert.idempotency_key,
                       digest=dl.raw_digest, reason="redriven", severity=record.alert.severity,
                       fingerprint=dl.fingerprint, queue=dl.queue)
 

@@ -108,9 +108,15 @@ def who_of(body: ActionBody | None, header: str | None, caller: Principal | None
     return strip_invisible(name).strip()[:WHO_MAX] or "token"
 
 
+def running_console(app: Any) -> Console | None:
+    """The console of the running runtime (`app.state.console`); None while the bridge starts."""
+    found: Console | None = getattr(app.state, "console", None)
+    return found
+
+
 def get_console(request: Request) -> Console:
-    """The console of the running runtime (`app.state.console`); 503 while the bridge starts."""
-    found: Console | None = getattr(request.app.state, "console", None)
+    """The console of the running runtime; 503 while the bridge starts."""
+    found = running_console(request.app)
     if found is None:
         raise HTTPException(503, "the bridge is starting")
     return found

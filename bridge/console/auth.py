@@ -26,8 +26,8 @@ from typing import Literal
 from fastapi import HTTPException, Request
 from pydantic import SecretStr
 
+from bridge.config.console_auth import ROLES, ConsoleAuthSettings, Role
 from bridge.console import roles
-from bridge.console.auth_settings import ROLES, ConsoleAuthSettings, Role
 from bridge.console.session import SESSION_COOKIE, Signer
 
 READ_ONLY = "the console is read-only: no token is configured ([console] token_env)"

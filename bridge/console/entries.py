@@ -32,6 +32,7 @@ from bridge.delivery.grouping import group_key
 from bridge.delivery.ledger import SENDING
 from bridge.models import Alert, DeadLetter
 from bridge.settings import SinkSettings
+from bridge.sinks.registry import SINKS
 from bridge.sources.base import entry_digest
 
 UNDELIVERABLE_SCAN = 2000
@@ -173,8 +174,8 @@ class DeliveryReader:
             if arrival is not None and isinstance(fields, list):
                 return _group_state(base, float(arrival), fields, closed)
         settings = self._sinks.get(sink)
-        if settings is not None and settings.type == "console":
-            return SinkDelivery(**base, state="delivered", detail="printed (the console sink keeps no ledger)")
+        if settings is not None and not SINKS.of(settings).ledger:
+            return SinkDelivery(**base, state="delivered", detail=f"sent (the {settings.type} sink keeps no ledger)")
         return SinkDelivery(**base, state="unknown", detail="no trace left (the ledger mark expires after its TTL)")
 
 

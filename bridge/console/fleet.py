@@ -24,8 +24,9 @@ from bridge.console.views import (
     SinkView,
     SummarySourceCounts,
 )
-from bridge.delivery.queue import SinkQueue, now_ms
+from bridge.delivery.queue import SinkQueue
 from bridge.health import Health
+from bridge.items import now_ms
 from bridge.models import Alert, GroupJob, Severity
 from bridge.settings import OpenClawSettings, SinkSettings
 from bridge.summarize.gate import read_gate

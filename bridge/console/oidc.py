@@ -30,9 +30,9 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
+from bridge.config.console_auth import OidcSettings
 from bridge.console import roles
 from bridge.console.auth import Authenticator
-from bridge.console.auth_settings import OidcSettings
 from bridge.console.session import (
     LOGIN_COOKIE,
     LOGIN_TTL_S,

@@ -24,9 +24,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from bridge.config.console_auth import ConsoleAuthSettings
 from bridge.console import render, roles
 from bridge.console.auth import Authenticator, Principal
-from bridge.console.auth_settings import ConsoleAuthSettings
 from bridge.console.oidc import oidc_router
 from bridge.console.search import SearchFilter
 from bridge.console.service import PAGE_MAX, ConsoleService

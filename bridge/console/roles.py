@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from bridge.console.auth_settings import ROLES, Role
+from bridge.config.console_auth import ROLES, Role
 
 NEEDS: dict[str, Role] = {
     "read": "viewer",

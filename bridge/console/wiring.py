@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from bridge.commands import kind_sources
 from bridge.console.actions import ConsoleActions, Resolver, enqueue_resolve_seam
 from bridge.console.api import Console
 from bridge.console.auth import Authenticator
@@ -11,6 +10,7 @@ from bridge.delivery.deliver import Deliverer
 from bridge.delivery.factory import build_ledger
 from bridge.delivery.resolve import enqueue_resolve
 from bridge.runtime import Runtime
+from bridge.sources import refs as kind_sources
 
 RETRY_ATTEMPTS = 3
 

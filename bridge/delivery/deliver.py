@@ -30,6 +30,7 @@ from bridge.metrics import Metrics
 from bridge.models import Alert, Notification
 from bridge.settings import DeliverySettings, SinkSettings
 from bridge.sinks.base import Sink
+from bridge.sinks.registry import SINKS
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,11 @@ class Route:
     sink: Sink
     pacer: Limiter | None = None
     use_ledger: bool = True
+
+    @property
+    def resolves(self) -> bool:
+        """This sink sends a resolve when an alerted job is retried by hand (its plug-in's trait)."""
+        return SINKS.of(self.settings).resolves(self.settings)
 
 
 @dataclass(frozen=True)

@@ -12,29 +12,21 @@ from bridge.delivery.deliver import Deliverer, Route
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.grouping import Grouper as FleetGrouper
 from bridge.delivery.ledger import Ledger
-from bridge.delivery.limiter import Limiters
+from bridge.delivery.limiter import Limiter, Limiters
 from bridge.delivery.monitor import QueueMonitor
 from bridge.delivery.orphans import warn_of_orphan_sink_queues
 from bridge.delivery.queue import SinkQueue
 from bridge.delivery.undeliverable import UndeliverableStore
-from bridge.delivery.worker import Delivery, Grouper, SinkWorker
+from bridge.delivery.worker import Grouper, SinkWorker
+from bridge.delivery.workers import Delivery
 from bridge.handoff import HandOff
 from bridge.health import Health, Status
 from bridge.metrics import Metrics
 from bridge.replicas import ReplicaWait
-from bridge.settings import (
-    ConsoleSinkSettings,
-    PagerDutySinkSettings,
-    Settings,
-    SinkSettings,
-    SlackSinkSettings,
-    WebhookSinkSettings,
-)
+from bridge.settings import Settings, SinkSettings
 from bridge.silences import SilenceFilter, SilenceStore
-from bridge.sinks.console import ConsoleSink
-from bridge.sinks.pagerduty import PagerDutySink
-from bridge.sinks.slack import SlackSink
-from bridge.sinks.webhook import WebhookSink
+from bridge.sinks.plugin import SinkContext
+from bridge.sinks.registry import SINKS
 
 
 def build_route(
@@ -44,26 +36,17 @@ def build_route(
     pacers: Limiters,
     stdout: TextIO | None = None,
 ) -> Route:
-    """One configured sink, ready to deliver (console sinks skip the ledger)."""
-    timeout = settings.delivery.request_timeout_s
-    if isinstance(sink, SlackSinkSettings):
-        assert sink.url is not None
-        url = sink.url.get_secret_value()
-        pacer = pacers.get(sink.name, "slack", url, sink.messages_per_second)
-        return Route(sink, SlackSink(sink.name, sink.url, http, timeout), pacer)
-    if isinstance(sink, PagerDutySinkSettings):
-        assert sink.routing_key is not None
-        key = sink.routing_key.get_secret_value()
-        pacer = pacers.get(sink.name, "pagerduty", key, sink.events_per_minute / 60.0)
-        source = sink.source or settings.redis.consumer_id
-        pd = PagerDutySink(sink.name, sink.routing_key, sink.events_url, source, http, timeout)
-        return Route(sink, pd, pacer)
-    if isinstance(sink, WebhookSinkSettings):
-        assert sink.url is not None
-        hook = WebhookSink(sink.name, sink.url, sink.signing_secrets(), http, timeout)
-        return Route(sink, hook, pacers.held(sink.name, "webhook", sink.url))
-    assert isinstance(sink, ConsoleSinkSettings)
-    return Route(sink, ConsoleSink(sink.name, stdout, sink.color), use_ledger=False)
+    """One configured sink, ready to deliver: built, paced and ledgered as its plug-in says."""
+    plugin = SINKS.of(sink)
+    ctx = SinkContext(http, settings.delivery.request_timeout_s, settings.redis.consumer_id, stdout)
+    built = plugin.build(sink, ctx)
+    pacer: Limiter | None = None
+    if plugin.pace is not None:
+        pace = plugin.pace(sink)
+        pacer = pacers.get(sink.name, plugin.type, pace.key, pace.per_second)
+    elif plugin.hold is not None:
+        pacer = pacers.held(sink.name, plugin.type, plugin.hold(sink))
+    return Route(sink, built, pacer, use_ledger=plugin.ledger)
 
 
 def build_routes(
@@ -104,10 +87,14 @@ def build_dispatcher(
 
 
 def sink_concurrency(settings: Settings, route: Route) -> int:
-    """Paced sinks (slack, pagerduty) keep few in flight, so an urgent alert waits behind few."""
+    """Paced sinks keep few in flight, so an urgent alert waits behind few."""
+    return settings_concurrency(settings, route.settings)
+
+
+def settings_concurrency(settings: Settings, sink: SinkSettings) -> int:
+    """Deliveries in flight per replica for `sink`: few for a paced one (a held one is not paced)."""
     delivery = settings.delivery
-    paced = route.settings.type in ("slack", "pagerduty")  # a webhook's pacer only holds after a 429
-    return delivery.paced_sink_concurrency if paced else delivery.sink_concurrency
+    return delivery.paced_sink_concurrency if SINKS.of(sink).paced else delivery.sink_concurrency
 
 
 def build_groupers(
@@ -153,8 +140,8 @@ def build_delivery(
         if sink in workers:
             workers[sink].nudge()
 
-    types = {r.sink.name: r.settings.type for r in dispatcher.routes}
-    silences = SilenceFilter(SilenceStore(client), types)
+    notifies = {r.sink.name: SINKS.of(r.settings).notifies_people for r in dispatcher.routes}
+    silences = SilenceFilter(SilenceStore(client), notifies)
     replicas = ReplicaWait(client, settings.redis.wait_replicas, settings.redis.wait_timeout_s, metrics)
     handoff = HandOff(
         client, settings.redis.consumer_id, settings.sources.archive_max, queues, nudge, replicas,

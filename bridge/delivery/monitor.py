@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bridge.delivery.queue import QueueStats, SinkQueue, now_ms
+from bridge.delivery.queue import QueueStats, SinkQueue
 from bridge.health import Health, Status
+from bridge.items import now_ms
 from bridge.metrics import Metrics
 
 

@@ -29,7 +29,6 @@ delivery mark in the same script that drops the item (`ack(..., marks=...)`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,11 +36,9 @@ import redis.asyncio as redis
 from redis.asyncio.client import Pipeline
 
 from bridge import keys
-from bridge.models import Severity
+from bridge.items import MAX_URGENCY, now_ms, order_of
 from bridge.replicas import ReplicaWait
 
-BAND = 2**42  # ms timestamps stay below this until 2109
-MAX_URGENCY = 3
 REQUEUE_PER_TAKE = 100
 
 _ORDER_LUA = """
@@ -154,32 +151,6 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, 999)) do
 end
 return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]), oldest}
 """
-
-
-def urgency(severity: Severity) -> int:
-    """0 for critical … 3 for info: lower is taken first."""
-    return MAX_URGENCY - severity.rank
-
-
-def order_score(urgency_: int, ms: int) -> int:
-    """The ready score: severity band first, then the hand-off time in ms (see module doc)."""
-    if not 0 <= urgency_ <= MAX_URGENCY or not 0 <= ms < BAND:
-        raise ValueError("urgency or ms out of range")
-    return urgency_ * BAND + ms
-
-
-def order_of(item: str) -> int:
-    """The ready score of an item id (`<urgency>:<ms>:…`)."""
-    urgency_, ms, _rest = item.split(":", 2)
-    return order_score(int(urgency_), int(ms))
-
-
-def item_id(severity: Severity, ms: int, idempotency_key: str, digest: str) -> str:
-    return f"{urgency(severity)}:{ms}:{idempotency_key}:{digest}"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)

@@ -15,55 +15,14 @@ again, is alerted again and is retried again gets a new digest, so a new resolve
 
 from __future__ import annotations
 
-from typing import Literal
-
 import redis.asyncio as redis
-from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bridge import keys
-from bridge.delivery.queue import SinkQueue, item_id, now_ms
+from bridge.delivery.queue import SinkQueue
+from bridge.items import now_ms
 from bridge.models import Severity
+from bridge.resolves import RESOLVE_PREFIX, RESOLVE_TYPE, Reason, Resolve, ledger_key, parse_resolve
 
-RESOLVE_TYPE = "dlq.resolve"
-RESOLVE_PREFIX = '{"type":"dlq.resolve"'  # how `Resolve.model_dump_json()` starts (an alert never does)
-Reason = Literal["retried", "deleted", "redriven"]
-
-
-class Resolve(BaseModel):
-    """One resolve for one sink queue (see module doc)."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    type: Literal["dlq.resolve"] = "dlq.resolve"
-    dedup_key: str  # exactly what the trigger carried (`bridge.sinks.pagerduty.dedup_key(job_id)`)
-    idempotency_key: str  # the trigger's Idempotency-Key, e.g. `billing:<jid>`
-    digest: str = ""  # the trigger's raw digest (`DeadLetter.raw_digest`)
-    reason: Reason = "redriven"
-    severity: Severity = Severity.ERROR  # the trigger's severity: the resolve queues in the same band
-    fingerprint: str = ""  # the dead letter's fingerprint and queue: a grouped sink finds the job's group
-    queue: str = ""
-
-    @property
-    def ledger_key_part(self) -> str:
-        return f"resolve:{self.idempotency_key}"
-
-    def item_id(self, ms: int) -> str:
-        """`<urgency>:<ms>:resolve:<idempotency key>:<digest>`: after its trigger, in the trigger's band."""
-        return item_id(self.severity, ms, self.ledger_key_part, self.digest)
-
-
-def ledger_key(sink: str, resolve: Resolve) -> str:
-    return keys.delivered(sink, resolve.ledger_key_part, resolve.digest)
-
-
-def parse_resolve(body: str) -> Resolve | None:
-    """The Resolve in a queued item's body; None when the body is something else (an alert)."""
-    if not body.startswith(RESOLVE_PREFIX):
-        return None
-    try:
-        return Resolve.model_validate_json(body)
-    except (ValidationError, ValueError):
-        return None
+__all__ = ["RESOLVE_PREFIX", "RESOLVE_TYPE", "Reason", "Resolve", "enqueue_resolve", "ledger_key", "parse_resolve"]
 
 
 async def enqueue_resolve(
@@ -89,7 +48,7 @@ async def enqueue_resolve(
 
     From a `DeadLetter` `dl` whose alert went to `sink`:
 
-        enqueue_resolve(client, sink, pagerduty.dedup_key(dl.job_id),
+        enqueue_resolve(client, sink, incident_key(dl.job_id),
                         idempotency_key=dl.idempotency_key, digest=dl.raw_digest,
                         fingerprint=dl.fingerprint, queue=dl.queue, reason="redriven")
 

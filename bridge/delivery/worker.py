@@ -8,8 +8,8 @@ loop claims due group notifications and delivers them. A killed replica's
 leased items come back when the lease runs out; the ledger stops a second
 send (docs/design.md, section 5b).
 
-`Delivery` runs every sink's worker, the outbox sweep and the queue monitor,
-and tells burst mode when every sink queue is empty.
+`Delivery` (bridge/delivery/workers.py) runs every sink's worker, the outbox
+sweep and the queue monitor.
 """
 
 from __future__ import annotations
@@ -18,33 +18,28 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
 from pydantic import ValidationError
-from redis.exceptions import RedisError
 
+from bridge.batching import flush_while_busy
 from bridge.delivery.deliver import ResolveSink, Route
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.grouping import group_key_of
-from bridge.delivery.monitor import QueueMonitor
 from bridge.delivery.queue import SinkQueue, Taken
 from bridge.delivery.resolve import Resolve, ledger_key, parse_resolve
 from bridge.delivery.undeliverable import UndeliverableStore
-from bridge.handoff import HandOff
+from bridge.errors import REDIS_ERRORS
 from bridge.models import Alert, Notification
-from bridge.settings import PagerDutySinkSettings
+from bridge.sinks.registry import SINKS
 
 log = logging.getLogger(__name__)
 
-REDIS_ERRORS = (RedisError, OSError)
 IDLE_POLL_S = 0.25
 ACK_DELAY_S = 0.005
 GROUP_POLL_S = 0.5
 ERROR_PAUSE_S = 1.0
-SWEEP_EVERY_S = 5.0
-OUTBOX_GRACE_S = 10.0
-MONITOR_EVERY_S = 5.0
 
 
 class Grouper(Protocol):
@@ -253,7 +248,7 @@ class SinkWorker:
     async def _resolves(self, resolve: Resolve) -> bool:
         """Whether this sink sends `resolve`: a grouped sink only for a group of that one job."""
         settings = self.route.settings
-        if not isinstance(settings, PagerDutySinkSettings) or not settings.resolve_on_retry:
+        if not SINKS.of(settings).resolves(settings):
             return False
         if self._grouper is None or settings.group_by == "none":
             return True
@@ -278,16 +273,14 @@ class SinkWorker:
         if mark is not None:
             self._to_mark.append(mark)
         if self._acker is None or self._acker.done():
-            self._acker = asyncio.create_task(self._ack_after(ACK_DELAY_S))
+            self._acker = asyncio.create_task(flush_while_busy(lambda: bool(self._to_ack), self._flush_logged,
+                                                               ACK_DELAY_S))
 
-    async def _ack_after(self, delay: float) -> None:
-        """Flush until nothing is left: acks added during a flush go out in the next round."""
-        while self._to_ack:
-            await asyncio.sleep(delay)
-            try:
-                await self._flush_acks()
-            except REDIS_ERRORS as exc:  # still leased: taken again after the lease; the ledger stops a resend
-                log.warning("sink %s: ack failed (%s); those items will be retried", self.name, type(exc).__name__)
+    async def _flush_logged(self) -> None:
+        try:
+            await self._flush_acks()
+        except REDIS_ERRORS as exc:  # still leased: taken again after the lease; the ledger stops a resend
+            log.warning("sink %s: ack failed (%s); those items will be retried", self.name, type(exc).__name__)
 
     async def _flush_acks(self) -> None:
         batch, self._to_ack = self._to_ack, []
@@ -354,94 +347,3 @@ class SinkWorker:
                     return
             except REDIS_ERRORS as exc:
                 log.warning("sink %s: group lease renewal failed (%s)", self.name, type(exc).__name__)
-
-
-class Delivery:
-    """Every sink's worker, the outbox sweep and the queue monitor, run together."""
-
-    def __init__(
-        self,
-        workers: Sequence[SinkWorker],
-        handoff: HandOff,
-        monitor: QueueMonitor,
-        start_up_report: Callable[[], Coroutine[Any, Any, object]] | None = None,
-    ) -> None:
-        self.workers = {w.name: w for w in workers}
-        self.handoff = handoff
-        self.monitor = monitor
-        self._start_up_report = start_up_report
-
-    def nudge(self, sink: str) -> None:
-        worker = self.workers.get(sink)
-        if worker is not None:
-            worker.nudge()
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Until `stop`, then let in-flight deliveries finish (the caller bounds the wait)."""
-        upkeep: list[asyncio.Task[object]] = [
-            asyncio.create_task(every(SWEEP_EVERY_S, lambda: self.handoff.sweep(OUTBOX_GRACE_S), stop)),
-            asyncio.create_task(every(MONITOR_EVERY_S, self.monitor.check, stop)),
-        ]
-        if self._start_up_report is not None:
-            upkeep.append(asyncio.create_task(self._start_up_report()))
-        try:
-            await asyncio.gather(*(w.run(stop) for w in self.workers.values()))
-        finally:
-            with contextlib.suppress(*REDIS_ERRORS):
-                await asyncio.shield(self.handoff.flush())
-            for task in upkeep:
-                task.cancel()
-            await asyncio.gather(*upkeep, return_exceptions=True)
-
-    async def wait_idle(self, poll_s: float = 0.05) -> None:
-        """Until the outboxes are forwarded, every sink queue is empty with nothing in flight,
-        and every group's unsent jobs went out in one notification (sent now, not after
-        `group_wait`: burst mode ends and nothing more is coming).
-
-        Redis outages are waited out (burst mode must not end with alerts still queued).
-        A group whose notification fails is not retried here: it waits for its next
-        `group_interval` in a later run, like any failed group.
-        """
-        swept, grouped = False, None
-        while True:
-            try:
-                if not swept:
-                    await self.handoff.sweep(0.0)
-                    swept = True
-                if not any(w.busy for w in self.workers.values()) and await self._all_empty():
-                    if grouped is None:
-                        grouped = await self._send_groups_now()
-                    elif await self._groups_settled(grouped):
-                        return
-            except REDIS_ERRORS as exc:
-                log.warning("waiting for empty sink queues: Redis unavailable (%s)", type(exc).__name__)
-                await asyncio.sleep(ERROR_PAUSE_S)
-            await asyncio.sleep(poll_s)
-
-    async def _send_groups_now(self) -> dict[str, list[str]]:
-        return {
-            name: await w.grouper.send_now() for name, w in self.workers.items() if w.grouper is not None
-        }
-
-    async def _groups_settled(self, grouped: dict[str, list[str]]) -> bool:
-        for name, groups in grouped.items():
-            grouper = self.workers[name].grouper
-            if groups and grouper is not None and not await grouper.settled(groups):
-                return False
-        return not any(w.busy for w in self.workers.values())
-
-    async def _all_empty(self) -> bool:
-        return all(s.depth == 0 for s in (await self.monitor.check()).values())
-
-
-async def every(interval: float, job: Callable[[], Awaitable[object]], stop: asyncio.Event) -> None:
-    """Run `job` every `interval` seconds until `stop`; errors are logged, the loop goes on."""
-    while not stop.is_set():
-        try:
-            await job()
-        except REDIS_ERRORS as exc:
-            log.warning("delivery upkeep: Redis unavailable (%s)", type(exc).__name__)
-        except Exception:
-            log.exception("delivery upkeep failed; it keeps running")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval)

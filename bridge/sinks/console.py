@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
+
+from pydantic import Field
 
 from bridge.models import Alert, Notification
 from bridge.sinks import digest
+from bridge.sinks.config import SinkSettingsBase
+from bridge.sinks.plugin import SinkContext, SinkPlugin
 
 _COLORS = {"critical": "\033[1;31m", "error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
 _RESET = "\033[0m"
@@ -114,3 +118,21 @@ class ConsoleSink:
         color = self._color if self._color is not None else stream.isatty()
         stream.write(render_group_card(notification, color=color) + "\n")
         stream.flush()
+
+
+class ConsoleSinkSettings(SinkSettingsBase):
+    type: Literal["console"] = Field(description="Sink type.")
+    color: bool | None = Field(default=None, description="Colours on the console (default: when stdout is a terminal).")
+
+
+def _build(settings: ConsoleSinkSettings, ctx: SinkContext) -> ConsoleSink:
+    return ConsoleSink(settings.name, ctx.stdout, settings.color)
+
+
+PLUGIN = SinkPlugin(
+    settings=ConsoleSinkSettings,
+    build=_build,
+    ledger=False,  # a print is not remembered
+    default=lambda: ConsoleSinkSettings(name="console", type="console"),
+    as_text=lambda body: card if isinstance(card := body.get("card"), str) else None,
+)

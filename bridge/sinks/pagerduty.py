@@ -9,29 +9,31 @@ routing key is a secret: `render()` leaves it out, only `send()` adds it.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import httpx
-from pydantic import SecretStr
+from pydantic import Field, SecretStr, field_validator
 
-from bridge.delivery.resolve import Resolve
+from bridge.config.base import check_http_url
 from bridge.models import Alert, Notification
+from bridge.resolves import INCIDENT_KEY_CHARS, Resolve, incident_key
+from bridge.secret_fields import RequiredSecret, secret_env, secret_file
 from bridge.sinks import digest
+from bridge.sinks.config import GroupBy, SinkSettingsBase
 from bridge.sinks.http_errors import post
+from bridge.sinks.plugin import Pace, SinkContext, SinkPlugin
 
 SUMMARY_CHARS = 1024
-DEDUP_CHARS = 255
+DEDUP_CHARS = INCIDENT_KEY_CHARS
 ERROR_CHARS = 8000
 FIELD_CHARS = 2000
 
 
 def dedup_key(job_id: str) -> str:
-    """The job id, or `sha256:<hex>` of it when it is too long for PagerDuty."""
-    if len(job_id) <= DEDUP_CHARS:
-        return job_id
-    return "sha256:" + hashlib.sha256(job_id.encode()).hexdigest()
+    """The job id, or `sha256:<hex>` of it when it is too long for PagerDuty (`incident_key`)."""
+    return incident_key(job_id)
 
 
 def _cut(text: str | None, limit: int) -> str | None:
@@ -204,3 +206,54 @@ class PagerDutySink:
             headers={"Content-Type": "application/json"},
             timeout_s=self._timeout_s, secrets=[key],
         )
+
+
+class PagerDutySinkSettings(SinkSettingsBase):
+    type: Literal["pagerduty"] = Field(description="Sink type.")
+    routing_key: RequiredSecret = Field(
+        default=None,
+        description="PagerDuty routing key inline (prefer `routing_key_env` or `routing_key_file`).",
+    )
+    routing_key_env: str | None = secret_env("the routing key")
+    routing_key_file: Path | None = secret_file("the routing key")
+    events_url: str = Field(
+        default="https://events.pagerduty.com/v2/enqueue", description="PagerDuty Events API v2 URL."
+    )
+    events_per_minute: float = Field(default=120.0, gt=0, description="Pacing per routing key.")
+    source: str | None = Field(default=None, description="PagerDuty `payload.source` (default: the consumer id).")
+    group_by: GroupBy = Field(
+        default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
+    )
+    resolve_on_retry: bool = Field(
+        default=True,
+        description=(
+            "Send `event_action: resolve` with the trigger's dedup_key when an alerted job is retried or "
+            "deleted by hand: it left a Sidekiq dead set, BullMQ failed set or RQ failed registry without "
+            "being trimmed (docs/sources.md), or the console redrove it. On a grouped sink only a group of "
+            "that one job is resolved"
+        ),
+    )
+
+    @field_validator("events_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return check_http_url(value, "events_url")
+
+    def pace(self) -> Pace:
+        assert self.routing_key is not None
+        return Pace(self.routing_key.get_secret_value(), self.events_per_minute / 60.0)
+
+
+def _build(settings: PagerDutySinkSettings, ctx: SinkContext) -> PagerDutySink:
+    assert settings.routing_key is not None
+    source = settings.source or ctx.consumer_id
+    return PagerDutySink(settings.name, settings.routing_key, settings.events_url, source, ctx.http, ctx.timeout_s)
+
+
+PLUGIN = SinkPlugin(
+    settings=PagerDutySinkSettings,
+    build=_build,
+    pace=PagerDutySinkSettings.pace,
+    resolves=lambda s: s.resolve_on_retry,
+    probe_url=lambda s: s.events_url,
+)

@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import httpx
-from pydantic import SecretStr
+from pydantic import Field, SecretStr, model_validator
 
+from bridge.config.base import check_http_url
 from bridge.models import Alert, Notification, Severity
+from bridge.secret_fields import RequiredSecret, secret_env, secret_file
 from bridge.sinks import digest
+from bridge.sinks.config import GroupBy, SinkSettingsBase
 from bridge.sinks.http_errors import post
+from bridge.sinks.plugin import Pace, SinkContext, SinkPlugin
 
 MAX_BLOCKS = 50
 HEADER_CHARS = 150
@@ -289,3 +294,39 @@ class SlackSink:
             content=body, headers={"Content-Type": "application/json"},
             timeout_s=self._timeout_s, secrets=[url],
         )
+
+
+class SlackSinkSettings(SinkSettingsBase):
+    type: Literal["slack"] = Field(description="Sink type.")
+    url: RequiredSecret = Field(
+        default=None, description="Incoming-webhook URL, a secret: prefer `url_env` or `url_file`."
+    )
+    url_env: str | None = secret_env("the URL")
+    url_file: Path | None = secret_file("the URL")
+    messages_per_second: float = Field(default=1.0, gt=0, description="Pacing per Slack webhook.")
+    group_by: GroupBy = Field(
+        default="fingerprint", description="How alerts are grouped: `fingerprint`, `queue` or `none`"
+    )
+
+    @model_validator(mode="after")
+    def _url_shape(self) -> SlackSinkSettings:
+        if self.url is not None:
+            check_http_url(self.url.get_secret_value(), f"sink {self.name}: webhook url")
+        return self
+
+    def webhook_url(self) -> str:
+        assert self.url is not None
+        return self.url.get_secret_value()
+
+
+def _build(settings: SlackSinkSettings, ctx: SinkContext) -> SlackSink:
+    assert settings.url is not None
+    return SlackSink(settings.name, settings.url, ctx.http, ctx.timeout_s)
+
+
+PLUGIN = SinkPlugin(
+    settings=SlackSinkSettings,
+    build=_build,
+    pace=lambda s: Pace(s.webhook_url(), s.messages_per_second),
+    probe_url=SlackSinkSettings.webhook_url,
+)

@@ -9,16 +9,23 @@ entry; only the timestamp and its signature are computed per attempt.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 from urllib.parse import quote
 
 import httpx
+from pydantic import Field, model_validator
 
+from bridge.config.base import check_http_url
 from bridge.models import Alert, Notification
+from bridge.secret_fields import RequiredSecret, RequiredSecretText, secret_env, secret_file
 from bridge.signing import message_id, sign_headers
 from bridge.sinks import digest
+from bridge.sinks.config import SinkSettingsBase
 from bridge.sinks.http_errors import post
+from bridge.sinks.plugin import SinkContext, SinkPlugin
 
 EVENT_TYPE = "dlq.alert"
 GROUP_EVENT_TYPE = "dlq.alert_group"
@@ -161,3 +168,41 @@ class WebhookSink:
             content=body, headers=self.group_headers(notification, body),
             timeout_s=self._timeout_s, secrets=self._secrets,
         )
+
+
+class WebhookSinkSettings(SinkSettingsBase):
+    type: Literal["webhook"] = Field(description="Sink type.")
+    url: RequiredSecretText = Field(default=None, description="Endpoint URL.")
+    url_env: str | None = secret_env("the URL")
+    url_file: Path | None = secret_file("the URL")
+    secret: RequiredSecret = Field(
+        default=None, description="Signing secret(s) inline, space or comma separated for rotation."
+    )
+    secret_env: str | None = secret_env("the signing secret(s)")
+    secret_file: Path | None = secret_file("the signing secret(s)")
+
+    @model_validator(mode="after")
+    def _url_shape(self) -> WebhookSinkSettings:
+        if self.url is not None:
+            check_http_url(self.url, f"sink {self.name}: url")
+        return self
+
+    def signing_secrets(self) -> list[str]:
+        """Several secrets (space or comma separated) sign in parallel, for rotation."""
+        assert self.secret is not None
+        return [s for s in re.split(r"[\s,]+", self.secret.get_secret_value()) if s]
+
+
+def _build(settings: WebhookSinkSettings, ctx: SinkContext) -> WebhookSink:
+    assert settings.url is not None
+    return WebhookSink(settings.name, settings.url, settings.signing_secrets(), ctx.http, ctx.timeout_s)
+
+
+PLUGIN = SinkPlugin(
+    settings=WebhookSinkSettings,
+    build=_build,
+    hold=lambda s: s.url or "",  # unpaced; a 429's Retry-After holds the receiver for the fleet (design 5b)
+    notifies_people=False,
+    every_job=True,
+    probe_url=lambda s: s.url,
+)

@@ -1,38 +1,19 @@
-"""Build the kind readers from their configuration (docs/design.md, section 2b).
-
-Connection strings come from the environment variables the tables name; a missing one is a
-configuration error that names the variable, never its value. The cursors of watched stores
-always live in the bridge's own Redis.
-"""
+"""Build the kind readers from their configuration (docs/design.md, section 2b): one per table of
+every kind in `bridge/sources/registry.py`, in its order."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
+from pydantic import BaseModel
 
-from bridge.errors import ConfigError
-from bridge.sources.bullmq import bullmq_source
-from bridge.sources.config import (
-    BullMQSourceSettings,
-    KindSources,
-    RabbitMQSourceSettings,
-    RedisStreamSourceSettings,
-    RQSourceSettings,
-    SidekiqSourceSettings,
-    SqsSourceSettings,
-    _Watched,
-)
+from bridge.config.redis import RedisSettings
 from bridge.sources.kinds import KindSource
-from bridge.sources.rabbitmq import RabbitMQSource
-from bridge.sources.redis_stream import RedisStreamSource
-from bridge.sources.rq import rq_source
-from bridge.sources.sidekiq import sidekiq_source
-from bridge.sources.sqs import SqsSource, sqs_client
-from bridge.sources.watched import WatchedSource
+from bridge.sources.plugin import KindContext, KindRegistry
+from bridge.sources.registry import KINDS
 
 
 @dataclass
@@ -47,94 +28,16 @@ class Built:
             await client.aclose()
 
 
-def _needs(module: str, package: str, owner: str) -> None:
-    """A kind whose client library is not installed is a configuration error, not a crash later."""
-    if importlib.util.find_spec(module) is None:
-        raise ConfigError([f"source {owner}: needs the Python package {package} (pip extra `peers`)"])
-
-
-def _env(environ: Mapping[str, str], name: str, owner: str) -> str:
-    value = environ.get(name, "").strip()
-    if not value:
-        raise ConfigError([f"source {owner}: environment variable {name} is not set"])
-    return value
-
-
-def _checked(cfg: _Watched, source: WatchedSource) -> WatchedSource:
-    source.leave_check_s = cfg.leave_check_s
-    return source
-
-
-class _Builder:
-    def __init__(self, bridge: aioredis.Redis, consumer_id: str, environ: Mapping[str, str]) -> None:
-        self.bridge = bridge
-        self.consumer_id = consumer_id
-        self.environ = environ
-        self.clients: list[aioredis.Redis] = []
-
-    def store(self, redis_url_env: str | None, owner: str) -> aioredis.Redis:
-        if redis_url_env is None:
-            return self.bridge
-        client = aioredis.Redis.from_url(_env(self.environ, redis_url_env, owner))
-        self.clients.append(client)
-        return client
-
-    def sidekiq(self, cfg: SidekiqSourceSettings) -> KindSource:
-        name = cfg.source_name()
-        store = self.store(cfg.redis_url_env, name)
-        return _checked(cfg, sidekiq_source(
-            name, store, self.bridge, namespace=cfg.namespace, lease_s=cfg.lease_s,
-            dead_max_jobs=cfg.dead_max_jobs, dead_timeout_s=cfg.dead_timeout_s,
-        ))
-
-    def bullmq(self, cfg: BullMQSourceSettings) -> KindSource:
-        name = cfg.source_name()
-        store = self.store(cfg.redis_url_env, name)
-        source = bullmq_source(name, store, self.bridge, prefix=cfg.prefix, queues=cfg.queues, lease_s=cfg.lease_s)
-        return _checked(cfg, source)
-
-    def rq(self, cfg: RQSourceSettings) -> KindSource:
-        name = cfg.source_name()
-        store = self.store(cfg.redis_url_env, name)
-        return _checked(cfg, rq_source(name, store, self.bridge, queues=cfg.queues, lease_s=cfg.lease_s))
-
-    def stream(self, cfg: RedisStreamSourceSettings) -> KindSource:
-        name = cfg.source_name()
-        return RedisStreamSource(
-            name,
-            self.store(cfg.redis_url_env, name),
-            stream=cfg.stream,
-            group=cfg.group,
-            consumer=self.consumer_id,
-            min_idle_ms=int(cfg.min_idle_s * 1000),
-        )
-
-    def rabbitmq(self, cfg: RabbitMQSourceSettings) -> KindSource:
-        name = cfg.source_name()
-        _needs("aio_pika", "aio-pika", name)
-        return RabbitMQSource(name, _env(self.environ, cfg.url_env, name), queue=cfg.queue, prefetch=cfg.prefetch)
-
-    def sqs(self, cfg: SqsSourceSettings) -> KindSource:
-        _needs("boto3", "boto3", cfg.source_name())
-        region = cfg.region or cfg.region_from_url() or self.environ.get("AWS_REGION")
-        region = region or self.environ.get("AWS_DEFAULT_REGION")
-        if not region:
-            raise ConfigError([f"source {cfg.source_name()}: set `region` (or AWS_REGION)"])
-        client = sqs_client(region=region, endpoint_url=cfg.endpoint_url)
-        return SqsSource(
-            cfg.source_name(), client, queue_url=cfg.queue_url, visibility_timeout_s=cfg.visibility_timeout_s
-        )
-
-
 def build_kind_sources(
-    kinds: KindSources, *, bridge: aioredis.Redis, consumer_id: str, environ: Mapping[str, str] | None = None
+    kinds: BaseModel,
+    *,
+    bridge: aioredis.Redis,
+    consumer_id: str,
+    environ: Mapping[str, str] | None = None,
+    redis: RedisSettings | None = None,
+    registry: KindRegistry = KINDS,
 ) -> Built:
-    """One reader per configured table, in the order: sidekiq, bullmq, rq, redis_stream, rabbitmq, sqs."""
-    builder = _Builder(bridge, consumer_id, os.environ if environ is None else environ)
-    sources: list[KindSource] = [builder.sidekiq(c) for c in kinds.sidekiq]
-    sources += [builder.bullmq(c) for c in kinds.bullmq]
-    sources += [builder.rq(c) for c in kinds.rq]
-    sources += [builder.stream(c) for c in kinds.redis_stream]
-    sources += [builder.rabbitmq(c) for c in kinds.rabbitmq]
-    sources += [builder.sqs(c) for c in kinds.sqs]
-    return Built(sources, builder.clients)
+    """One reader per configured table of `kinds` (its `[sources]` section, or `KindSources`)."""
+    ctx = KindContext(bridge, consumer_id, os.environ if environ is None else environ, redis or RedisSettings())
+    sources = [plugin.build(table, ctx) for plugin, table in registry.configured(kinds)]
+    return Built(sources, ctx.clients)

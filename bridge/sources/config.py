@@ -1,4 +1,4 @@
-"""Configuration of the other DLQ kinds: one array of tables per kind under `[sources]`.
+"""Configuration of the six built-in DLQ kinds: one array of tables per kind under `[sources]`.
 
 Contract: docs/design.md, section 2b. Each table becomes one source; its `name` (defaulted from
 the kind and its store) names the source in metrics, `check`, receipts and the cursor keys, so
@@ -9,16 +9,17 @@ environment variable that holds them (resolved when the sources are built, see
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SOURCE_NAME_RE = r"^[A-Za-z0-9._:-]+$"
 ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
-class _Kind(BaseModel):
+class KindSettings(BaseModel):
+    """One `[[sources.<kind>]]` table; each kind's model subclasses it (listed in bridge/sources/registry.py)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str | None = Field(
@@ -34,7 +35,7 @@ class _Kind(BaseModel):
         raise NotImplementedError
 
 
-class _Watched(_Kind):
+class WatchedSettings(KindSettings):
     """Owner-held stores: read from their Redis, cursor kept in the bridge's Redis."""
 
     redis_url_env: str | None = Field(
@@ -53,7 +54,7 @@ class _Watched(_Kind):
     )
 
 
-class SidekiqSourceSettings(_Watched):
+class SidekiqSourceSettings(WatchedSettings):
     """`[[sources.sidekiq]]`: the `dead` sorted set (Sidekiq Web retries)."""
 
     namespace: str = Field(
@@ -76,7 +77,7 @@ class SidekiqSourceSettings(_Watched):
         return f"sidekiq.{self.namespace}" if self.namespace else "sidekiq"
 
 
-class BullMQSourceSettings(_Watched):
+class BullMQSourceSettings(WatchedSettings):
     """`[[sources.bullmq]]`: `<prefix>:<queue>:failed` + job hashes (Bull Board retries)."""
 
     prefix: str = Field(default="bull", min_length=1, description="BullMQ key prefix.")
@@ -88,7 +89,7 @@ class BullMQSourceSettings(_Watched):
         return f"bullmq.{self.prefix}".replace("{", "").replace("}", "")
 
 
-class RQSourceSettings(_Watched):
+class RQSourceSettings(WatchedSettings):
     """`[[sources.rq]]`: `rq:failed:<queue>` + `rq:job:<id>` (+ `rq:results:<id>`); never unpickled."""
 
     queues: list[str] = Field(default_factory=list, description="Queues to watch; empty: every queue in `rq:queues`.")
@@ -97,7 +98,7 @@ class RQSourceSettings(_Watched):
         return "rq"
 
 
-class RedisStreamSourceSettings(_Kind):
+class RedisStreamSourceSettings(KindSettings):
     """`[[sources.redis_stream]]`: a consumer group; XACK after finish, XAUTOCLAIM for dead consumers."""
 
     redis_url_env: str | None = Field(
@@ -115,7 +116,7 @@ class RedisStreamSourceSettings(_Kind):
         return f"stream.{self.stream}".replace("{", "").replace("}", "")
 
 
-class RabbitMQSourceSettings(_Kind):
+class RabbitMQSourceSettings(KindSettings):
     """`[[sources.rabbitmq]]`: a queue bound to a dead-letter exchange; ack after finish."""
 
     url_env: str = Field(
@@ -128,7 +129,7 @@ class RabbitMQSourceSettings(_Kind):
         return f"rabbitmq.{self.queue}"
 
 
-class SqsSourceSettings(_Kind):
+class SqsSourceSettings(KindSettings):
     """`[[sources.sqs]]`: delete after finish; ApproximateReceiveCount → attempts."""
 
     queue_url: str = Field(description="URL of the dead-letter queue.")
@@ -163,30 +164,7 @@ class SqsSourceSettings(_Kind):
         return None
 
 
-class KindSources(BaseModel):
-    """The six arrays of tables; `SourcesSettings` in bridge/settings.py gains these fields."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    sidekiq: list[SidekiqSourceSettings] = Field(default_factory=list, description="Sidekiq dead sets.")
-    bullmq: list[BullMQSourceSettings] = Field(default_factory=list, description="BullMQ failed sets.")
-    rq: list[RQSourceSettings] = Field(default_factory=list, description="RQ failed registries.")
-    redis_stream: list[RedisStreamSourceSettings] = Field(default_factory=list, description="Dead-letter streams.")
-    rabbitmq: list[RabbitMQSourceSettings] = Field(default_factory=list, description="RabbitMQ dead-letter queues.")
-    sqs: list[SqsSourceSettings] = Field(default_factory=list, description="SQS dead-letter queues.")
-
-    def all(self) -> list[_Kind]:
-        return [*self.sidekiq, *self.bullmq, *self.rq, *self.redis_stream, *self.rabbitmq, *self.sqs]
-
-    @model_validator(mode="after")
-    def _unique_names(self) -> KindSources:
-        problem = duplicate_source_name(self.all())
-        if problem:
-            raise ValueError(problem)
-        return self
-
-
-def duplicate_source_name(kinds: list[_Kind]) -> str | None:
+def duplicate_source_name(kinds: list[KindSettings]) -> str | None:
     """The problem with two sources of one name, or None when every name is unique."""
     seen: set[str] = set()
     for kind in kinds:
@@ -197,6 +175,5 @@ def duplicate_source_name(kinds: list[_Kind]) -> str | None:
     return None
 
 
-def kind_sources(sources_table: dict[str, Any]) -> KindSources:
-    """The kinds of a parsed `[sources]` table (other keys of the table are not ours)."""
-    return KindSources.model_validate(sources_table)
+_Kind = KindSettings  # the old private names, for code not yet moved to the public ones
+_Watched = WatchedSettings

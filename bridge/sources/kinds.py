@@ -10,7 +10,7 @@ Two families (docs/design.md, section 2b):
   DeleteMessage. A record never acked comes back (XAUTOCLAIM, redelivery, visibility timeout).
 
 `KindRecord.raw` is an envelope-shaped JSON object built from the native record (or the native
-bytes themselves when they could not be mapped), so `bridge.envelope.normalize` applies the same
+bytes themselves when they could not be mapped), so `bridge.intake.normalize` applies the same
 redaction and bad-input rules as for `dead_letter:*` lists.
 """
 

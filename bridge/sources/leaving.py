@@ -22,11 +22,9 @@ from typing import Protocol, cast
 
 import redis.asyncio as aioredis
 
-from bridge.delivery.deliver import Route
-from bridge.delivery.resolve import Reason, Resolve
 from bridge.models import Alert
-from bridge.settings import PagerDutySinkSettings
-from bridge.sinks.pagerduty import dedup_key
+from bridge.resolves import Reason, Resolve, incident_key
+from bridge.sinks.config import SinkSettingsBase
 from bridge.sources.cursor import Position
 
 
@@ -46,16 +44,24 @@ class LeaveNote:
         return cls(tuple(str(s) for s in data["sinks"]), Resolve.model_validate(data["resolve"]))
 
 
-def leave_note(alert: Alert, routes: Sequence[Route]) -> LeaveNote | None:
+class Routed(Protocol):
+    """A route as the leave check sees it (`bridge.delivery.deliver.Route`)."""
+
+    @property
+    def settings(self) -> SinkSettingsBase: ...
+
+    @property
+    def resolves(self) -> bool: ...
+
+
+def leave_note(alert: Alert, routes: Sequence[Routed]) -> LeaveNote | None:
     """The note for an alert routed to `routes`; None when no routed sink resolves (nothing is held)."""
-    sinks = tuple(
-        r.sink.name for r in routes if isinstance(r.settings, PagerDutySinkSettings) and r.settings.resolve_on_retry
-    )
+    sinks = tuple(r.settings.name for r in routes if r.resolves)
     if not sinks or alert.is_test:
         return None
     dl = alert.dead_letter
     resolve = Resolve(
-        dedup_key=dedup_key(dl.job_id),
+        dedup_key=incident_key(dl.job_id),
         idempotency_key=alert.idempotency_key,
         digest=dl.raw_digest,
         reason="retried",

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable
 import redis.asyncio as redis
 
 from bridge import keys
-from bridge.settings import SourcesSettings
+from bridge.config.sources import ListSourcesSettings
 from bridge.sources.base import Claimed, entry_digest
 from bridge.sources.tracking import SourceTracker
 
@@ -68,7 +68,7 @@ class RedisListSource:
     and shown through `keys.display`.
     """
 
-    def __init__(self, client: redis.Redis, settings: SourcesSettings, consumer: str) -> None:
+    def __init__(self, client: redis.Redis, settings: ListSourcesSettings, consumer: str) -> None:
         self._redis = client
         self._settings = settings
         self.consumer = consumer

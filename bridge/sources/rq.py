@@ -20,7 +20,7 @@ from typing import cast
 import redis.asyncio as aioredis
 
 from bridge import keys
-from bridge.delivery.resolve import Reason
+from bridge.resolves import Reason
 from bridge.sources.cursor import Cursor, Position
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.mapping import Mapped, iso_from_epoch, split_error, text, to_int, to_raw

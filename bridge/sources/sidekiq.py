@@ -16,7 +16,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bridge import keys
-from bridge.delivery.resolve import Reason
+from bridge.resolves import Reason
 from bridge.sources.cursor import Cursor, Position
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.leaving import older_job_present

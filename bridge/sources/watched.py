@@ -16,9 +16,9 @@ from typing import Protocol, cast
 
 import redis.asyncio as aioredis
 
-from bridge.delivery.queue import now_ms as wall_ms
-from bridge.delivery.resolve import Reason
 from bridge.handoff import Parcel
+from bridge.items import now_ms as wall_ms
+from bridge.resolves import Reason
 from bridge.sources.cursor import Cursor, Position
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.leaving import Judge, LeaveNote

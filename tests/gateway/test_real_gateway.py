@@ -18,7 +18,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bridge import keys
-from bridge.envelope import normalize
+from bridge.intake import normalize
 from bridge.runbooks import RunbookCatalog
 from bridge.runtime import open_runtime
 from bridge.settings import Settings

@@ -21,7 +21,7 @@ import pytest
 import redis
 
 from bridge import keys
-from bridge.sources.config import KindSources
+from bridge.sources.registry import KindSources
 from tests.kinds import producers
 from tests.support.bridge_process import kill9, start_bridge, terminate, wait_healthz
 from tests.support.http_server import serve

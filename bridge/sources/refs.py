@@ -1,4 +1,4 @@
-"""What the operator commands say about the configured kind sources (docs/sources.md).
+"""What the operator commands and the console say about the configured kind sources (docs/sources.md).
 
 `check` builds each kind reader and reports its depth; `peek` lists them and points to the job
 system's own UI; `redrive` refuses them and says which UI retries (docs/design.md, section 2b).
@@ -14,16 +14,7 @@ import redis.asyncio as redis
 from bridge.settings import Settings
 from bridge.sources.build import build_kind_sources
 from bridge.sources.kinds import KindSource
-
-OWN_UI = {
-    "sidekiq": "Sidekiq Web (the Dead tab) retries these jobs",
-    "bullmq": "Bull Board (or Taskforce.sh) retries these jobs",
-    "rq": "rq-dashboard (or `rq requeue`) retries these jobs",
-    "redis_stream": "your stream's producer re-adds these entries (XADD to the work stream)",
-    "rabbitmq": "the RabbitMQ management UI (a shovel, or Celery's own tools) moves these messages back",
-    "sqs": "the SQS console's DLQ redrive (StartMessageMoveTask) moves these messages back",
-}
-KINDS = tuple(OWN_UI)
+from bridge.sources.registry import KINDS
 
 
 @dataclass(frozen=True)
@@ -33,13 +24,12 @@ class KindRef:
 
     @property
     def own_ui(self) -> str:
-        return OWN_UI[self.kind]
+        return KINDS.named(self.kind).own_ui
 
 
 def configured(settings: Settings) -> list[KindRef]:
-    """Every configured kind source, in build order (sidekiq, bullmq, rq, redis_stream, rabbitmq, sqs)."""
-    sources = settings.sources
-    return [KindRef(kind, table.source_name()) for kind in KINDS for table in getattr(sources, kind)]
+    """Every configured kind source, in build order (bridge/sources/registry.py)."""
+    return [KindRef(plugin.kind, table.source_name()) for plugin, table in KINDS.configured(settings.sources)]
 
 
 def find(settings: Settings, queue: str) -> KindRef | None:
@@ -57,7 +47,9 @@ async def depths(settings: Settings, client: redis.Redis, probe_s: float) -> lis
     refs = configured(settings)
     if not refs:
         return []
-    built = build_kind_sources(settings.sources.kinds(), bridge=client, consumer_id=settings.redis.consumer_id)
+    built = build_kind_sources(
+        settings.sources, bridge=client, consumer_id=settings.redis.consumer_id, redis=settings.redis
+    )
     try:
         return [(ref, await _depth(source, probe_s)) for ref, source in zip(refs, built.sources, strict=True)]
     finally:

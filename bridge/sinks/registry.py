@@ -1,0 +1,17 @@
+"""Every sink type the bridge knows: one line per plug-in (docs/architecture.md, "How to add a sink").
+
+The `[[sinks]]` tables are validated by these plug-ins' models, and every stage asks a route's
+plug-in (`SINKS.of(settings)`) for its traits; nothing else names a sink type.
+"""
+
+from __future__ import annotations
+
+from bridge.sinks import console, pagerduty, slack, webhook
+from bridge.sinks.plugin import SinkRegistry
+
+SINKS = SinkRegistry([
+    console.PLUGIN,
+    slack.PLUGIN,
+    pagerduty.PLUGIN,
+    webhook.PLUGIN,
+])

@@ -1,0 +1,85 @@
+"""The builders of the six built-in kinds (docs/design.md, section 2b), one function per kind.
+
+Connection strings come from the environment variables the tables name; a missing one is a
+configuration error that names the variable, never its value. The cursors of watched stores
+always live in the bridge's own Redis.
+"""
+
+from __future__ import annotations
+
+from bridge.errors import ConfigError
+from bridge.sources.bullmq import bullmq_source
+from bridge.sources.config import (
+    BullMQSourceSettings,
+    RabbitMQSourceSettings,
+    RedisStreamSourceSettings,
+    RQSourceSettings,
+    SidekiqSourceSettings,
+    SqsSourceSettings,
+    WatchedSettings,
+)
+from bridge.sources.kinds import KindSource
+from bridge.sources.plugin import KindContext
+from bridge.sources.rabbitmq import RabbitMQSource
+from bridge.sources.redis_stream import RedisStreamSource
+from bridge.sources.rq import rq_source
+from bridge.sources.sidekiq import sidekiq_source
+from bridge.sources.sqs import SqsSource, sqs_client
+from bridge.sources.watched import WatchedSource
+
+
+def _checked(cfg: WatchedSettings, source: WatchedSource) -> WatchedSource:
+    source.leave_check_s = cfg.leave_check_s
+    return source
+
+
+def sidekiq(cfg: SidekiqSourceSettings, ctx: KindContext) -> KindSource:
+    name = cfg.source_name()
+    store = ctx.store(cfg.redis_url_env, name)
+    return _checked(cfg, sidekiq_source(
+        name, store, ctx.bridge, namespace=cfg.namespace, lease_s=cfg.lease_s,
+        dead_max_jobs=cfg.dead_max_jobs, dead_timeout_s=cfg.dead_timeout_s,
+    ))
+
+
+def bullmq(cfg: BullMQSourceSettings, ctx: KindContext) -> KindSource:
+    name = cfg.source_name()
+    store = ctx.store(cfg.redis_url_env, name)
+    source = bullmq_source(name, store, ctx.bridge, prefix=cfg.prefix, queues=cfg.queues, lease_s=cfg.lease_s)
+    return _checked(cfg, source)
+
+
+def rq(cfg: RQSourceSettings, ctx: KindContext) -> KindSource:
+    name = cfg.source_name()
+    store = ctx.store(cfg.redis_url_env, name)
+    return _checked(cfg, rq_source(name, store, ctx.bridge, queues=cfg.queues, lease_s=cfg.lease_s))
+
+
+def redis_stream(cfg: RedisStreamSourceSettings, ctx: KindContext) -> KindSource:
+    name = cfg.source_name()
+    return RedisStreamSource(
+        name,
+        ctx.store(cfg.redis_url_env, name),
+        stream=cfg.stream,
+        group=cfg.group,
+        consumer=ctx.consumer_id,
+        min_idle_ms=int(cfg.min_idle_s * 1000),
+    )
+
+
+def rabbitmq(cfg: RabbitMQSourceSettings, ctx: KindContext) -> KindSource:
+    name = cfg.source_name()
+    ctx.needs("aio_pika", "aio-pika", name)
+    return RabbitMQSource(name, ctx.env(cfg.url_env, name), queue=cfg.queue, prefetch=cfg.prefetch)
+
+
+def sqs(cfg: SqsSourceSettings, ctx: KindContext) -> KindSource:
+    ctx.needs("boto3", "boto3", cfg.source_name())
+    region = cfg.region or cfg.region_from_url() or ctx.environ.get("AWS_REGION")
+    region = region or ctx.environ.get("AWS_DEFAULT_REGION")
+    if not region:
+        raise ConfigError([f"source {cfg.source_name()}: set `region` (or AWS_REGION)"])
+    client = sqs_client(region=region, endpoint_url=cfg.endpoint_url)
+    return SqsSource(
+        cfg.source_name(), client, queue_url=cfg.queue_url, visibility_timeout_s=cfg.visibility_timeout_s
+    )

@@ -1,0 +1,50 @@
+"""Every source kind the bridge knows, in build order: one line per plug-in
+(docs/architecture.md, "How to add a source kind").
+
+`[[sources.<kind>]]` tables, the build, `check`, `peek`, `redrive` and the config reference
+read this list; nothing else names the kinds.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from bridge.sources import builders
+from bridge.sources.config import (
+    BullMQSourceSettings,
+    RabbitMQSourceSettings,
+    RedisStreamSourceSettings,
+    RQSourceSettings,
+    SidekiqSourceSettings,
+    SqsSourceSettings,
+)
+from bridge.sources.plugin import KindPlugin, KindRegistry, KindTablesBase
+
+KINDS = KindRegistry([
+    KindPlugin("sidekiq", SidekiqSourceSettings, builders.sidekiq,
+               "`[[sources.sidekiq]]`: Sidekiq dead sets, watched (see docs/sources.md).",
+               "Sidekiq Web (the Dead tab) retries these jobs"),
+    KindPlugin("bullmq", BullMQSourceSettings, builders.bullmq,
+               "`[[sources.bullmq]]`: BullMQ failed sets, watched (see docs/sources.md).",
+               "Bull Board (or Taskforce.sh) retries these jobs"),
+    KindPlugin("rq", RQSourceSettings, builders.rq,
+               "`[[sources.rq]]`: RQ failed registries, watched (see docs/sources.md).",
+               "rq-dashboard (or `rq requeue`) retries these jobs"),
+    KindPlugin("redis_stream", RedisStreamSourceSettings, builders.redis_stream,
+               "`[[sources.redis_stream]]`: dead-letter streams, consumed (see docs/sources.md).",
+               "your stream's producer re-adds these entries (XADD to the work stream)"),
+    KindPlugin("rabbitmq", RabbitMQSourceSettings, builders.rabbitmq,
+               "`[[sources.rabbitmq]]`: queues bound to a dead-letter exchange, consumed (see docs/sources.md).",
+               "the RabbitMQ management UI (a shovel, or Celery's own tools) moves these messages back"),
+    KindPlugin("sqs", SqsSourceSettings, builders.sqs,
+               "`[[sources.sqs]]`: SQS dead-letter queues, consumed (see docs/sources.md).",
+               "the SQS console's DLQ redrive (StartMessageMoveTask) moves these messages back"),
+])
+
+KindSources = KINDS.tables_model("KindSources", KindTablesBase)
+"""The kind arrays of a `[sources]` table alone (other keys ignored)."""
+
+
+def kind_sources(sources_table: dict[str, object]) -> KindTablesBase:
+    """The kinds of a parsed `[sources]` table (other keys of the table are not ours)."""
+    return cast(KindTablesBase, KindSources.model_validate(sources_table))
