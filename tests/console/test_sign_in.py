@@ -22,7 +22,7 @@ import redis
 
 from bridge import keys
 from tests.support.bridge_process import start_bridge, wait_for, wait_healthz
-from tests.support.browser import Tab, browser_missing, open_tab
+from tests.support.browser import Tab, browser_missing
 from tests.support.http_server import ThreadedServer
 from tests.support.oidc_provider import CLIENT_ID, Provider, oidc_provider, provider_missing
 from tests.support.receiver import Receiver
@@ -99,14 +99,6 @@ def signed_in(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
             proc.wait(timeout=30)
             client.flushdb()
             client.close()
-
-
-@pytest.fixture
-def tab() -> Iterator[Tab]:
-    with open_tab() as opened:
-        yield opened
-        assert not opened.dialogs and not opened.page_errors
-        assert not opened.csp_violations(), opened.csp_violations()
 
 
 def sign_in_at_provider(tab: Tab, provider: Provider, user: str) -> None:
