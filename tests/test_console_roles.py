@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from pydantic import SecretStr
 
 from bridge.commands import console_token
-from bridge.console.auth_settings import ConsoleAuthSettings, ProxySettings, RoleToken
+from bridge.config.console_auth import ConsoleAuthSettings, ProxySettings, RoleToken
 from bridge.console.session import Signer
 from bridge.settings import Settings
 from tests.conftest import envelope_entry

@@ -46,6 +46,7 @@ from bridge.console.views import (
     GroupSummaryView,
     GroupView,
     Overview,
+    RetentionNote,
     SilenceMatchers,
     SilenceView,
     SourceView,
@@ -66,6 +67,8 @@ ARCHIVE_SCAN_EVERY_S = 30.0
 KIND_DEPTH_TIMEOUT_S = 1.0
 UNDELIVERABLE_COUNTED = 2000
 LATEST = 10  # the overview's "failing now" list
+NEAR_CAP = 0.9  # a store this full shows in the overview's retention banner
+SIDEKIQ_DEAD_MAX = 10_000  # Sidekiq's default dead_max_jobs (the bridge cannot read Sidekiq's own setting)
 SCAN_COUNT = 10_000  # the search index adds keys per facet value: fewer SCAN round trips
 
 
@@ -129,7 +132,23 @@ class ConsoleService:
             active_silences=sum(1 for s in silences if s.active(now)),
             read_only=self.read_only,
             latest=(await self.search(SearchFilter(limit=LATEST))).entries,
+            retention=self._retention(sources, int(await self._redis.llen(keys.UNDELIVERABLE))),
         )
+
+    def _retention(self, sources: Sequence[SourceView], undeliverable: int) -> list[RetentionNote]:
+        """Stores at NEAR_CAP of their cap or more, with the setting that controls each."""
+        archive_max = self._settings.sources.archive_max
+        found = [RetentionNote(store=f"archive of {s.source}", count=s.archived, cap=archive_max,
+                               setting="[sources] archive_max")
+                 for s in sources if s.archived >= NEAR_CAP * archive_max]
+        found += [RetentionNote(store=f"Sidekiq dead set ({s.source})", count=s.depth or 0, cap=SIDEKIQ_DEAD_MAX,
+                                setting="Sidekiq's dead_max_jobs (10,000 unless changed in Sidekiq)")
+                  for s in sources if s.kind == "sidekiq" and (s.depth or 0) >= NEAR_CAP * SIDEKIQ_DEAD_MAX]
+        cap = self._settings.delivery.undeliverable_max
+        if undeliverable >= NEAR_CAP * cap:
+            found.append(RetentionNote(store="undeliverable list", count=undeliverable, cap=cap,
+                                       setting="[delivery] undeliverable_max"))
+        return found
 
     async def sources(self) -> list[SourceView]:
         """Every list source (tracked DLQs and archives) and every kind source, by name."""

@@ -29,6 +29,7 @@ from bridge.console.views import (
     GroupView,
     Link,
     Overview,
+    RetentionNote,
     SilenceMatchers,
     SilenceView,
     SinkDelivery,
@@ -84,6 +85,7 @@ class HostileService(ConsoleService):
             gateway=GatewayView(configured=True, breaker="closed", calls_per_minute=60, budget_left=42,
                                 summaries_last_hour=counts),
             undeliverable=1, active_silences=1, read_only=self.read_only, latest=[hostile_entry(self.runbook)],
+            retention=[RetentionNote(store=HOSTILE, count=9, cap=10, setting="[sources] archive_max")],
         )
 
     async def source_entries(self, source: str, offset: int = 0, limit: int = 50) -> EntryPage:
@@ -199,6 +201,8 @@ async def test_the_overview_lists_what_is_failing_now_and_groups_newest_first() 
     latest = html.split('id="latest"', 1)[1].split("</table>", 1)[0]
     assert "0123456789abcdef" in latest and "&lt;script&gt;" in latest and "2023-11-14 22:13:20 UTC" in latest
     assert "/console/group?sink=slack&amp;key=" in latest, "the entry's open group is linked"
+    banner = html.split('id="retention"', 1)[1].split("</section>", 1)[0]
+    assert "9 of 10" in banner and "[sources] archive_max" in banner and "&lt;script&gt;" in banner
 
 
 async def test_read_only_mode_shows_no_token_box_and_no_action_button() -> None:
