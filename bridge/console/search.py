@@ -39,7 +39,7 @@ from bridge.console.views import EntryView, SinkDelivery
 
 SCAN_MAX = 5000
 BATCH = 400
-STATE_BATCH_PAGES = 4  # a state filter reads each candidate's deliveries: smaller rounds (a page's worth × 4)
+CHECK_PAGES = 4  # a round of candidates to check (text, state, two facets): four pages' worth, at most BATCH
 PER_SET_MIN = 4  # rows read per set and round at least (many sets: a few rows each, more rounds if skewed)
 TEXT_MAX = 200
 SummaryName = Literal["", "openclaw", "cache", "fallback"]
@@ -157,7 +157,7 @@ class Searcher:
         floor = repr(float(int(f.since * 1000))) if f.since is not None else "-inf"
         pairs = [(s, k) for s, ks in drivers.items() for k in ks]
         exact = _exact(f)
-        size = f.limit + 1 if exact else (STATE_BATCH_PAGES * (f.limit + 1) if f.state else BATCH)
+        size = f.limit + 1 if exact else min(BATCH, CHECK_PAGES * (f.limit + 1))
         # rows per set: enough that the merge of all sets yields about a batch, at least PER_SET_MIN
         per = min(size, max(PER_SET_MIN, 2 * size // max(1, len(pairs))))
         async with self._redis.pipeline(transaction=False) as pipe:
