@@ -27,9 +27,9 @@ from fastapi import FastAPI
 
 from bench.common import bench_redis_url
 from bridge import keys
+from bridge.config.console_auth import ConsoleAuthSettings
 from bridge.console.api import Console, build_api
 from bridge.console.auth import Authenticator
-from bridge.console.auth_settings import ConsoleAuthSettings
 from bridge.console.service import ConsoleService
 from bridge.handoff import entry_record
 from bridge.models import Alert, DeadLetter, Severity, Summary, SummarySource
