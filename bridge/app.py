@@ -14,7 +14,8 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
-from bridge.console.api import TokenCheck, build_api, running_console
+from bridge.console.api import build_api, running_console
+from bridge.console.auth import Authenticator
 from bridge.console.pages import pages_router
 from bridge.console.service import ConsoleService
 from bridge.console.wiring import build_console
@@ -58,9 +59,10 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     app = FastAPI(title="dlq-bridge", lifespan=lifespan, docs_url=None, redoc_url=None)
 
     if settings.console.enabled:
-        app.state.console_tokens = TokenCheck(settings.console.token)
+        auth = Authenticator(settings.console.token, settings.console.auth)
+        app.state.console_auth = auth
         app.include_router(build_api())
-        app.include_router(pages_router(lambda: _console_service(app), settings.runbooks.base_url))
+        app.include_router(pages_router(lambda: _console_service(app), settings.runbooks.base_url, auth))
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:

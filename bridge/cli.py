@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bridge.commands import check, peek, redrive, send_test, summarize, undeliverable
+from bridge.commands import check, console_token, peek, redrive, send_test, summarize, undeliverable
 from bridge.errors import ConfigError
 from bridge.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_START, EXIT_USAGE, exit_codes_help
 from bridge.settings import Settings, load_settings, unknown_env_variables
@@ -95,6 +95,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "send-test": ("send one clearly marked test alert to each configured sink", send_test.add_args),
     "undeliverable": ("list or retry deliveries that exhausted their retries",
                       undeliverable.add_args),
+    "console-token": ("make a console role token and print the hash to configure", console_token.add_args),
 }
 
 
@@ -214,4 +215,5 @@ HANDLERS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
     "summarize": summarize.run,
     "send-test": send_test.run,
     "undeliverable": undeliverable.run,
+    "console-token": console_token.run,
 }

@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -14,7 +15,9 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI
 
 from bridge import keys
-from bridge.console.api import TokenCheck, build_api
+from bridge.config.console_auth import ConsoleAuthSettings
+from bridge.console.api import build_api
+from bridge.console.auth import Authenticator
 from bridge.console.wiring import build_console
 from bridge.errors import ConfigError
 from bridge.runtime import Runtime, open_runtime
@@ -44,24 +47,27 @@ def console_app(runtime: Runtime) -> FastAPI:
     """The API as `create_app` mounts it, on a runtime the test drives itself (burst runs)."""
     app = FastAPI()
     app.state.console = build_console(runtime)
-    app.state.console_tokens = TokenCheck(runtime.settings.console.token)
+    app.state.console_auth = Authenticator(runtime.settings.console.token, runtime.settings.console.auth)
     app.include_router(build_api())
     return app
 
 
 @asynccontextmanager
 async def rig(make_settings: Callable[..., Settings], token: str | None = TOKEN,
-              hook_reply: Reply | None = None, slack_group: str = "none") -> AsyncIterator[Rig]:
+              hook_reply: Reply | None = None, slack_group: str = "none",
+              auth: ConsoleAuthSettings | None = None, **sections: Any) -> AsyncIterator[Rig]:
     slack, pd, hook = Receiver(), Receiver(default=Reply(202)), Receiver(default=hook_reply or Reply(200))
     async with serve(slack.app) as s, serve(pd.app) as p, serve(hook.app) as h:
         environ = {"DLQ_BRIDGE_CONSOLE_TOKEN": token} if token else {}
-        settings = make_settings(environ, delivery=FAST, console={"enabled": True}, sinks=[
+        settings = make_settings(environ, **{"delivery": FAST, **sections}, console={"enabled": True}, sinks=[
             {"name": "slack", "type": "slack", "group_by": slack_group, "group_wait_s": 3600, "url": f"{s}/hook",
              "messages_per_second": 100},
             {"name": "pd", "type": "pagerduty", "group_by": "none", "routing_key": "rk",
              "events_url": f"{p}/v2/enqueue"},
             {"name": "api", "type": "webhook", "url": f"{h}/in", "secret": "x"},
         ])
+        if auth is not None:
+            settings = settings.model_copy(update={"console": settings.console.model_copy(update={"auth": auth})})
         async with open_runtime(settings) as runtime:
             transport = httpx.ASGITransport(app=console_app(runtime))
             async with httpx.AsyncClient(transport=transport, base_url="http://console") as api:
@@ -88,6 +94,8 @@ async def test_reads_show_the_real_state(make_settings: Callable[..., Settings],
     assert overview["gateway"]["summaries_last_hour"]["fallback"] == 3
     assert {s["name"]: s["queue_depth"] for s in overview["sinks"]} == {"slack": 0, "pd": 0, "api": 0}
     assert overview["read_only"] is False
+    latest = [e["envelope"]["job_id"] for e in overview["latest"]]
+    assert latest[0] == "o2" and sorted(latest[1:]) == ["m1", "o1"], "what is failing now: newest first"
     assert page["total"] == 2 and page["next_offset"] == 1
     assert first["envelope"]["job_id"] == "o2", "newest first"
     assert first["summary"]["title"] and first["summary"]["source"] == "fallback"
@@ -246,3 +254,17 @@ def test_the_console_token_is_optional_unless_a_variable_is_named(make_settings:
     assert given is not None and given.get_secret_value() == "t"
     with pytest.raises(ConfigError, match="CONSOLE_TOKEN_OF_OURS"):
         make_settings(console={"enabled": True, "token_env": "CONSOLE_TOKEN_OF_OURS"})
+
+
+async def test_the_overview_warns_when_an_archive_or_the_undeliverable_list_drops_dead_letters(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    await aredis.lpush("dead_letter:orders", *[envelope_entry(job_id=f"o{i}") for i in range(4)])
+    await aredis.lpush("dead_letter:mail", envelope_entry(queue="mail", job_id="m1"))
+    async with rig(make_settings, hook_reply=Reply(410), sources={"archive_max": 3},
+                   delivery={**FAST, "undeliverable_max": 4}) as r:
+        await r.drain()
+        overview = (await r.api.get("/api/v1/overview")).json()
+    notes = {n["store"]: (n["count"], n["cap"], n["setting"]) for n in overview["retention"]}
+    assert notes == {"archive of dead_letter:orders": (3, 3, "[sources] archive_max"),
+                     "undeliverable list": (4, 4, "[delivery] undeliverable_max")}, "mail (1 of 3) is not near its cap"

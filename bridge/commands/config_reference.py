@@ -51,10 +51,24 @@ def sections() -> list[tuple[str, str, type[BaseModel]]]:
         model = _model_of(field.annotation)
         if model is not None:
             found.append((f"[{name}]", name, model))
+            found.extend(_tables_in(name, model) if name != "sources" else [])
     for sink in _sink_models():
         kind = get_args(sink.model_fields["type"].annotation)[0]
         found.append((f'[[sinks]] type = "{kind}"', f"sinks.{kind}", sink))
     return found + _kind_models()
+
+
+def _tables_in(dotted: str, model: type[BaseModel]) -> list[tuple[str, str, type[BaseModel]]]:
+    """The sub-tables of a section (`[console.auth]`, `[[console.auth.tokens]]`), depth first."""
+    found: list[tuple[str, str, type[BaseModel]]] = []
+    for key, field in model.model_fields.items():
+        listed = get_origin(field.annotation) is list
+        inner = _model_of(get_args(field.annotation)[0] if listed else field.annotation)
+        if inner is not None:
+            path = f"{dotted}.{key}"
+            found.append((f"[[{path}]]" if listed else f"[{path}]", path, inner))
+            found.extend(_tables_in(path, inner))
+    return found
 
 
 def _kind_models() -> list[tuple[str, str, type[BaseModel]]]:
@@ -126,6 +140,8 @@ def default_text(dotted: str, field: FieldInfo, key: str = "") -> str:
         value = field.default
     if value is None:
         return "unset"
+    if isinstance(value, BaseModel):
+        return "its own table (below)"
     if isinstance(value, enum.Enum):
         value = value.value
     if isinstance(value, bool):

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bridge.config.base import NAME_RE, Section, check_http_url
+from bridge.config.console_auth import ConsoleAuthSettings
 from bridge.models import Severity
 from bridge.secret_fields import AbsentUnlessSetSecret, OptionalSecret, secret_env, secret_file
 
@@ -185,3 +186,4 @@ class ConsoleSettings(Section):
         "the token console actions need (without one the console is read-only)", "DLQ_BRIDGE_CONSOLE_TOKEN"
     )
     token_file: Path | None = secret_file("the console token")
+    auth: ConsoleAuthSettings = Field(default_factory=ConsoleAuthSettings, description="Roles and sign-in.")

@@ -1,17 +1,21 @@
 """The console's JSON API under `/api/v1/` (docs/design.md, section "Console and JSON API").
 
-Reads (GET) need no token. Actions (POST/DELETE) need `Authorization: Bearer <token>`,
-the token of `[console] token_env`: 401 without one, 403 with a wrong one
-(compared in constant time). With no token configured the console is
-read-only and every action answers 403. The token is only ever read from the
-header, never from a cookie, so a page of another site cannot make a
-browser act (no CSRF). HTML pages that post forms check a form field
-themselves with the same `TokenCheck.verify`.
+Every route asks `bridge.console.auth.Authenticator` for the caller and the
+role its action needs (`bridge.console.roles.NEEDS`; the pages ask the same
+table): reads need `viewer` (by default a request without credentials is a
+viewer, as before roles), redrive, retry and new silences `operator`, discard
+and expiring another's silence `admin`. 401 when nobody is signed in and the
+role is needed, 403 naming the role otherwise, or when a cookie or proxy
+caller omits `X-CSRF-Token`. The single `[console] token` is an admin token
+(compared in constant time, through its SHA-256). With nothing configured the
+console is read-only and every action answers 403.
 
-Who did an action (for the audit list): the body's `author`, else the
-`X-Console-User` header, else `token`.
+Who did an action (for the audit list): the signed-in user, the proxy's user
+or the role token's name; with the single token or nobody, the body's
+`author`, else the `X-Console-User` header, else `token`.
 
     GET    /api/v1/overview                         Overview
+    GET    /api/v1/whoami                           WhoAmI
     GET    /api/v1/sources                          [SourceView]
     GET    /api/v1/entries?source=&offset=&limit=   EntryPage     (newest first)
     GET    /api/v1/entry?source=&id=                EntryView     404 when unknown
@@ -20,6 +24,9 @@ Who did an action (for the audit list): the body's `author`, else the
     GET    /api/v1/undeliverable?limit=             [UndeliverableView]
     GET    /api/v1/silences?include_expired=        [SilenceView]
     GET    /api/v1/audit?limit=                     [AuditRecord]
+    GET    /api/v1/export?format=csv|json&rows=&<search filter>   CSV or JSON, streamed, audited
+    GET    /api/v1/search?text=&source=&kind=&queue=&job=&error=&fp=&summary=&state=&since=&until=&before=&limit=
+                                                    SearchPage    (newest first; bridge.console.search)
     POST   /api/v1/entry/redrive?source=&id=        ActionResult  (409 when refused)
     POST   /api/v1/group/redrive?sink=&key=         ActionResult
     POST   /api/v1/undeliverable/{id}/retry         ActionResult
@@ -30,15 +37,18 @@ Who did an action (for the audit list): the body's `author`, else the
 
 from __future__ import annotations
 
-import hmac
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, SecretStr
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel
 
+from bridge.console import roles
 from bridge.console.actions import ConsoleActions, SilenceError
+from bridge.console.auth import Authenticator, Principal
+from bridge.console.export import ExportFilter, csv_stream, describe, json_stream
+from bridge.console.search import SearchFilter, SearchPage
 from bridge.console.service import ConsoleService
 from bridge.console.views import (
     ActionBody,
@@ -56,7 +66,6 @@ from bridge.console.views import (
 )
 from bridge.untrusted import strip_invisible
 
-READ_ONLY = "the console is read-only: no token is configured ([console] token_env)"
 WHO_MAX = 200
 
 
@@ -70,45 +79,31 @@ class Console:
     actions: ConsoleActions
 
 
-class TokenCheck:
-    """`Authorization: Bearer <token>` against the configured token, in constant time."""
-
-    def __init__(self, token: SecretStr | None) -> None:
-        self._token = token.get_secret_value().encode() if token is not None and token.get_secret_value() else None
-
-    @property
-    def read_only(self) -> bool:
-        return self._token is None
-
-    def verify(self, given: str | None) -> None:
-        """Raise 403 (read-only or wrong token) or 401 (none given); return when it matches."""
-        if self._token is None:
-            raise HTTPException(403, READ_ONLY)
-        if not given:
-            raise HTTPException(401, "this action needs Authorization: Bearer <token>",
-                                headers={"WWW-Authenticate": "Bearer"})
-        if not hmac.compare_digest(given.encode("utf-8", "replace"), self._token):
-            raise HTTPException(403, "wrong console token")
-
-    def bearer(self, authorization: str | None) -> None:
-        scheme, _, value = (authorization or "").partition(" ")
-        self.verify(value.strip() if scheme.lower() == "bearer" else None)
-
-
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorBody, "description": "No token given"},
-    403: {"model": ErrorBody, "description": "Wrong token, or the console is read-only"},
+    401: {"model": ErrorBody, "description": "Nobody signed in, and the action needs a role"},
+    403: {"model": ErrorBody, "description": "Wrong token, a role below the one needed (named), no CSRF token, "
+                                             "or the console is read-only"},
     409: {"model": ActionResult, "description": "The action was refused (e.g. the entry is gone)"},
     503: {"model": ErrorBody, "description": "The bridge is starting"},
 }
 _SILENCE_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "No matcher, or an end that is not in the future"}, **_ERRORS,
 }
-_READ_ERRORS: dict[int | str, dict[str, Any]] = {503: _ERRORS[503]}
+_READ_ERRORS: dict[int | str, dict[str, Any]] = {401: _ERRORS[401], 403: _ERRORS[403], 503: _ERRORS[503]}
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody, "description": "Not found"}, **_READ_ERRORS}
 
 
-def who_of(body: ActionBody | None, header: str | None) -> str:
+class WhoAmI(BaseModel):
+    name: str
+    role: str | None
+    via: str
+    may: list[str]
+
+
+def who_of(body: ActionBody | None, header: str | None, caller: Principal | None = None) -> str:
+    """The audit list's `who`: a signed-in or named caller itself; else the body's author or the header."""
+    if caller is not None and not caller.legacy:
+        return caller.name
     name = (body.author if body is not None and body.author else header) or "token"
     return strip_invisible(name).strip()[:WHO_MAX] or "token"
 
@@ -127,15 +122,24 @@ def get_console(request: Request) -> Console:
     return found
 
 
-def authorized(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:
-    tokens: TokenCheck = request.app.state.console_tokens
-    tokens.bearer(authorization)
+def get_auth(request: Request) -> Authenticator:
+    found: Authenticator = request.app.state.console_auth
+    return found
+
+
+def needs(action: str) -> Any:
+    """A dependency: the caller, when its role may do `action` (else 401/403)."""
+
+    def check(request: Request) -> Principal:
+        return get_auth(request).require(request, action)
+
+    return Depends(check)
 
 
 Con = Annotated[Console, Depends(get_console)]
 Who = Annotated[str | None, Header(alias="X-Console-User", max_length=WHO_MAX)]
 Opt = Annotated[ActionBody | None, Body()]
-Auth = Depends(authorized)
+Reader = Annotated[Principal, needs("read")]
 Source = Annotated[str, Query(min_length=1, max_length=1024)]
 EntryId = Annotated[str, Query(min_length=1, max_length=64)]
 Sink = Annotated[str, Query(min_length=1, max_length=200)]
@@ -144,11 +148,12 @@ GroupKey = Annotated[str, Query(min_length=1, max_length=2048)]
 
 def build_api() -> APIRouter:
     """The `/api/v1` router. The app sets `app.state.console` (a `Console`, once the runtime
-    runs) and `app.state.console_tokens` (a `TokenCheck`)."""
-    router = APIRouter(prefix="/api/v1", tags=["console"])
+    runs) and `app.state.console_auth` (an `Authenticator`)."""
+    router = APIRouter(prefix="/api/v1", tags=["console"], dependencies=[needs("read")])
     _reads(router)
     _lookups(router)
     _actions(router)
+    _exports(router)
     return router
 
 
@@ -160,6 +165,10 @@ def _reads(router: APIRouter) -> None:
     @router.get("/sources", response_model=list[SourceView], responses=_READ_ERRORS)
     async def sources(c: Con) -> list[SourceView]:
         return await c.service.sources()
+
+    @router.get("/search", response_model=SearchPage, responses=_READ_ERRORS)
+    async def search(c: Con, query: Annotated[SearchFilter, Query()]) -> SearchPage:
+        return await c.service.search(query)
 
 
 
@@ -203,44 +212,69 @@ def _lookups(router: APIRouter) -> None:
         return await c.service.audit(limit)
 
 
+def _exports(router: APIRouter) -> None:
+    @router.get("/export", responses={200: {"content": {"text/csv": {}, "application/json": {}}}, **_READ_ERRORS})
+    async def export(c: Con, query: Annotated[ExportFilter, Query()],
+                     caller: Annotated[Principal, needs("export")]) -> StreamingResponse:
+        search = SearchFilter.model_validate(query.model_dump(exclude={"format", "rows"}))
+        who = caller.name if caller.via == "anonymous" else who_of(None, None, caller)
+
+        async def done(count: int) -> None:
+            await c.actions.audit.append(who, "export", describe(search), "ok", f"{count} rows as {query.format}")
+
+        stream = (csv_stream if query.format == "csv" else json_stream)(c.service.search, search, query.rows, done)
+        kind = "text/csv; charset=utf-8" if query.format == "csv" else "application/json"
+        name = f"dlq-bridge-export.{query.format}"
+        return StreamingResponse(stream, media_type=kind, headers={
+            "Content-Disposition": f'attachment; filename="{name}"', "X-Content-Type-Options": "nosniff",
+            "Cache-Control": "no-store"})
+
+
 def _result(result: ActionResult) -> JSONResponse:
     return JSONResponse(result.model_dump(mode="json"), status_code=200 if result.ok else 409)
 
 
 def _actions(router: APIRouter) -> None:
+    @router.get("/whoami", response_model=WhoAmI, responses=_READ_ERRORS)
+    async def whoami(caller: Reader) -> WhoAmI:
+        allowed = sorted(a for a in roles.NEEDS if roles.may(caller.role, a))
+        return WhoAmI(name=caller.name, role=caller.role, via=caller.via, may=allowed)
 
-    @router.post("/entry/redrive", response_model=ActionResult, responses=_ERRORS, dependencies=[Auth])
-    async def redrive_entry(c: Con, source: Source,
-                            id: EntryId,
+    @router.post("/entry/redrive", response_model=ActionResult, responses=_ERRORS)
+    async def redrive_entry(c: Con, source: Source, id: EntryId, caller: Annotated[Principal, needs("redrive")],
                             body: Opt = None, who: Who = None) -> JSONResponse:
-        return _result(await c.actions.redrive_entry(source, id, who_of(body, who)))
+        return _result(await c.actions.redrive_entry(source, id, who_of(body, who, caller)))
 
-    @router.post("/group/redrive", response_model=ActionResult, responses=_ERRORS, dependencies=[Auth])
-    async def redrive_group(c: Con, sink: Sink,
-                            key: GroupKey,
+    @router.post("/group/redrive", response_model=ActionResult, responses=_ERRORS)
+    async def redrive_group(c: Con, sink: Sink, key: GroupKey, caller: Annotated[Principal, needs("redrive-group")],
                             body: Opt = None, who: Who = None) -> JSONResponse:
-        return _result(await c.actions.redrive_group(sink, key, who_of(body, who)))
+        return _result(await c.actions.redrive_group(sink, key, who_of(body, who, caller)))
 
-    @router.post("/undeliverable/{record_id}/retry", response_model=ActionResult, responses=_ERRORS,
-                 dependencies=[Auth])
-    async def retry(c: Con, record_id: str, body: Opt = None, who: Who = None) -> JSONResponse:
-        return _result(await c.actions.retry_undeliverable(record_id, who_of(body, who)))
+    @router.post("/undeliverable/{record_id}/retry", response_model=ActionResult, responses=_ERRORS)
+    async def retry(c: Con, record_id: str, caller: Annotated[Principal, needs("retry")],
+                    body: Opt = None, who: Who = None) -> JSONResponse:
+        return _result(await c.actions.retry_undeliverable(record_id, who_of(body, who, caller)))
 
-    @router.delete("/undeliverable/{record_id}", response_model=ActionResult, responses=_ERRORS,
-                   dependencies=[Auth])
-    async def discard(c: Con, record_id: str, who: Who = None) -> JSONResponse:
-        return _result(await c.actions.discard_undeliverable(record_id, who_of(None, who)))
+    @router.delete("/undeliverable/{record_id}", response_model=ActionResult, responses=_ERRORS)
+    async def discard(c: Con, record_id: str, caller: Annotated[Principal, needs("discard")],
+                      who: Who = None) -> JSONResponse:
+        return _result(await c.actions.discard_undeliverable(record_id, who_of(None, who, caller)))
 
-    @router.post("/silences", response_model=SilenceView, status_code=201, responses=_SILENCE_ERRORS,
-                 dependencies=[Auth])
-    async def create_silence(c: Con, body: SilenceCreate, who: Who = None) -> SilenceView:
-        author = who_of(ActionBody(author=body.author), who)
+    @router.post("/silences", response_model=SilenceView, status_code=201, responses=_SILENCE_ERRORS)
+    async def create_silence(c: Con, body: SilenceCreate, caller: Annotated[Principal, needs("silence")],
+                             who: Who = None) -> SilenceView:
+        author = who_of(ActionBody(author=body.author), who, caller)
         try:
             return await c.actions.create_silence(body.model_copy(update={"author": author}), author)
         except SilenceError as exc:
             raise HTTPException(400, str(exc)) from None
 
-    @router.delete("/silences/{silence_id}", response_model=ActionResult, responses=_ERRORS,
-                   dependencies=[Auth])
-    async def expire_silence(c: Con, silence_id: str, who: Who = None) -> JSONResponse:
-        return _result(await c.actions.expire_silence(silence_id, who_of(None, who)))
+    @router.delete("/silences/{silence_id}", response_model=ActionResult, responses=_ERRORS)
+    async def expire_silence(c: Con, silence_id: str, caller: Annotated[Principal, needs("expire-own-silence")],
+                             who: Who = None) -> JSONResponse:
+        name = who_of(None, who, caller)
+        found = next((s for s in await c.service.silences(include_expired=True) if s.id == silence_id), None)
+        if found is not None and found.author != name and not roles.may(caller.role, "expire-silence"):
+            raise HTTPException(403, roles.refusal(roles.NEEDS["expire-silence"], caller.role)
+                                + f": the silence is {found.author}'s")
+        return _result(await c.actions.expire_silence(silence_id, name))

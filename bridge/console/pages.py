@@ -1,10 +1,13 @@
 """The console pages under `/console/` (docs/design.md, section 6b): server-rendered, read through `ConsoleService`.
 
-Pages only read. Actions are buttons and one form whose clicks the page's own
-script (`static/console.js`) sends to the JSON API with `Authorization: Bearer
-<token>`; the operator pastes the token once and it stays in the tab's
-sessionStorage (never a cookie or a URL), so no request carries an ambient
-credential and no other site can make one (CSRF-safe). Every response carries a
+Pages only read, and need the `viewer` role (bridge.console.roles; nobody is
+a viewer unless `[console.auth] anonymous = "none"`: then a page without a
+session sends the browser to sign in, or answers 401). Actions are buttons and
+forms whose clicks the page's own script (`static/console.js`) sends to the
+JSON API, which checks the role. With a token, the operator pastes it once and
+it stays in the tab's sessionStorage (never a cookie or a URL). Signed in (a
+cookie) or behind a trusted proxy, the page carries a CSRF token in a `<meta>`
+that the script sends as `X-CSRF-Token`; no other site can read it. Every response carries a
 strict Content-Security-Policy: scripts only from `/console/static/`, no inline
 script or handler, no framing.
 """
@@ -12,14 +15,20 @@ script or handler, no framing.
 from __future__ import annotations
 
 import logging
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from bridge.console import render
+from bridge.config.console_auth import ConsoleAuthSettings
+from bridge.console import render, roles
+from bridge.console.auth import Authenticator, Principal
+from bridge.console.oidc import oidc_router
+from bridge.console.search import SearchFilter
 from bridge.console.service import PAGE_MAX, ConsoleService
 from bridge.sinks.registry import SINKS
 
@@ -42,6 +51,8 @@ STATIC_TYPES = {
     "favicon.svg": "image/svg+xml",
 }
 PAGE_SIZE = 25
+FORM_FIELDS = ("text", "source", "kind", "queue", "job", "error", "fp", "summary", "state", "since", "until")
+BARE = {"message.html", "moving.html", "signed_out.html"}
 
 ServiceGetter = Callable[[], ConsoleService | None]
 ContextBuilder = Callable[[ConsoleService], Awaitable[Mapping[str, Any] | None]]
@@ -54,13 +65,33 @@ def _static_files() -> dict[str, bytes]:
 class Pages:
     """The page handlers; `service()` is None until the runtime has started."""
 
-    def __init__(self, service: ServiceGetter, runbook_base_url: str | None) -> None:
+    def __init__(self, service: ServiceGetter, runbook_base_url: str | None, auth: Authenticator) -> None:
         self._service = service
         self._base_url = runbook_base_url
+        self._auth = auth
         self._env = render.build_environment()
         self._static = _static_files()
 
-    async def render(self, name: str, build: ContextBuilder) -> Response:
+    def page(self, template: str, context: Mapping[str, Any], status: int = 200) -> Response:
+        return _html(self._env, template, context, status)
+
+    def _refused(self, request: Request) -> tuple[Principal | None, Response | None]:
+        """The caller, or the answer for a caller who may not read."""
+        try:
+            caller = self._auth.require(request, "read")
+        except HTTPException as exc:
+            if exc.status_code == 401 and self._auth.settings.oidc is not None:
+                target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                return None, RedirectResponse("/console/login?next=" + urllib.parse.quote(target, safe=""), 303,
+                                              headers=SECURITY_HEADERS)
+            message = {"title": "Sign in needed" if exc.status_code == 401 else "Refused", "message": exc.detail}
+            return None, _html(self._env, "message.html", message, exc.status_code)
+        return caller, None
+
+    async def render(self, name: str, build: ContextBuilder, request: Request) -> Response:
+        caller, refused = self._refused(request)
+        if refused is not None or caller is None:
+            return refused or Response(status_code=500)
         svc = self._service()
         if svc is None:
             return _html(self._env, "message.html", {"title": "Starting", "message": "The bridge is starting."}, 503)
@@ -72,7 +103,9 @@ class Pages:
             return _html(self._env, "message.html", message, 503)
         if context is None:
             return _html(self._env, "message.html", {"title": "Not found", "message": "Nothing here (any more)."}, 404)
-        base = {"read_only": svc.read_only, "runbook_base_url": self._base_url, "page": name}
+        base = {"read_only": svc.read_only, "runbook_base_url": self._base_url, "page": name, "me": caller,
+                "may": {action: roles.may(caller.role, action) for action in roles.NEEDS},
+                "sign_in": self._auth.settings.oidc is not None}
         return _html(self._env, f"{name}.html", {**base, **context})
 
     async def root(self) -> Response:
@@ -83,42 +116,49 @@ class Pages:
             return Response("not found", status_code=404, headers=SECURITY_HEADERS)
         return Response(self._static[name], media_type=STATIC_TYPES[name], headers=SECURITY_HEADERS)
 
-    async def overview(self) -> Response:
-        return await self.render("overview", _overview)
+    async def overview(self, request: Request) -> Response:
+        return await self.render("overview", _overview, request)
 
-    async def source(self, key: str, offset: int = Query(0, ge=0)) -> Response:
-        return await self.render("source", lambda svc: _source(svc, key, offset))
+    async def source(self, request: Request, key: str, offset: int = Query(0, ge=0)) -> Response:
+        return await self.render("source", lambda svc: _source(svc, key, offset), request)
 
-    async def entry(self, source: str, id: str) -> Response:
-        return await self.render("entry", lambda svc: _entry(svc, source, id))
+    async def entry(self, request: Request, source: str, id: str) -> Response:
+        return await self.render("entry", lambda svc: _entry(svc, source, id), request)
 
-    async def groups(self) -> Response:
-        return await self.render("groups", _groups)
+    async def groups(self, request: Request) -> Response:
+        return await self.render("groups", _groups, request)
 
-    async def group(self, sink: str, key: str) -> Response:
-        return await self.render("group", lambda svc: _group(svc, sink, key))
+    async def group(self, request: Request, sink: str, key: str) -> Response:
+        return await self.render("group", lambda svc: _group(svc, sink, key), request)
 
-    async def undeliverable(self) -> Response:
-        return await self.render("undeliverable", _undeliverable)
+    async def undeliverable(self, request: Request) -> Response:
+        return await self.render("undeliverable", _undeliverable, request)
 
-    async def silences(self, queue: str = "", job_name: str = "", fingerprint: str = "") -> Response:
+    async def silences(self, request: Request, queue: str = "", job_name: str = "", fingerprint: str = "") -> Response:
         prefill = {"queue": queue[:512], "job_name": job_name[:512], "fingerprint": fingerprint[:128]}
-        return await self.render("silences", lambda svc: _silences(svc, prefill))
+        return await self.render("silences", lambda svc: _silences(svc, prefill), request)
 
-    async def audit(self) -> Response:
-        return await self.render("audit", _audit)
+    async def audit(self, request: Request) -> Response:
+        return await self.render("audit", _audit, request)
+
+    async def search(self, request: Request) -> Response:
+        return await self.render("search", lambda svc: _search(svc, request.query_params), request)
 
 
-def pages_router(service: ServiceGetter, runbook_base_url: str | None) -> APIRouter:
-    """The `/console/` routes (GET only; the actions are the JSON API's)."""
-    pages = Pages(service, runbook_base_url)
+def pages_router(service: ServiceGetter, runbook_base_url: str | None,
+                 auth: Authenticator | None = None) -> APIRouter:
+    """The `/console/` routes (GET only, and the sign-in ones; the actions are the JSON API's)."""
+    pages = Pages(service, runbook_base_url, auth or Authenticator(None, ConsoleAuthSettings()))
     router = APIRouter(prefix="/console", include_in_schema=False)
+    sign_in = oidc_router(auth, pages.page) if auth is not None else None
+    if sign_in is not None:
+        router.include_router(sign_in)
     router.add_api_route("", pages.root)
     router.add_api_route("/static/{name}", pages.asset)
     routes: list[tuple[str, Callable[..., Awaitable[Response]]]] = [
         ("/", pages.overview), ("/source", pages.source), ("/entry", pages.entry), ("/groups", pages.groups),
         ("/group", pages.group), ("/undeliverable", pages.undeliverable), ("/silences", pages.silences),
-        ("/audit", pages.audit),
+        ("/audit", pages.audit), ("/search", pages.search),
     ]
     for path, handler in routes:
         router.add_api_route(path, handler, response_class=HTMLResponse)
@@ -126,7 +166,8 @@ def pages_router(service: ServiceGetter, runbook_base_url: str | None) -> APIRou
 
 
 def _html(env: Any, template: str, context: Mapping[str, Any], status: int = 200) -> Response:
-    defaults = {"read_only": True, "runbook_base_url": None, "page": "", "bare": template == "message.html"}
+    defaults: dict[str, Any] = {"read_only": True, "runbook_base_url": None, "page": "", "me": None, "may": {},
+                                "sign_in": False, "bare": template in BARE}
     body = env.get_template(template).render({**defaults, **context})
     return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
 
@@ -163,6 +204,18 @@ async def _silences(svc: ConsoleService, prefill: Mapping[str, str]) -> Mapping[
     machines = [p.type for p in SINKS if not p.notifies_people]
     return {"silences": await svc.silences(include_expired=True), "prefill": prefill,
             "held_types": held, "machine_types": machines}
+
+
+async def _search(svc: ConsoleService, params: Mapping[str, str]) -> Mapping[str, Any]:
+    form = {name: str(params.get(name, ""))[:512] for name in FORM_FIELDS}
+    given = {k: v for k, v in form.items() if v}
+    try:
+        query = SearchFilter.model_validate({**given, "before": str(params.get("before", ""))[:80]})
+    except ValidationError as exc:
+        problem = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        return {"form": form, "page": None, "problem": problem, "query": ""}
+    page = await svc.search(query) if given or params.get("all") else None
+    return {"form": form, "page": page, "problem": "", "query": urllib.parse.urlencode(given)}
 
 
 async def _audit(svc: ConsoleService) -> Mapping[str, Any]:

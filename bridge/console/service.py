@@ -13,6 +13,7 @@ globals. Each method returns a view from `bridge.console.views`:
     undeliverable(limit)              -> list[UndeliverableView]
     silences(include_expired)         -> list[SilenceView]
     audit(limit)                      -> list[AuditRecord]
+    search(filter)                    -> SearchPage          every source, newest first (bridge.console.search)
 
 Actions live in `bridge.console.actions.ConsoleActions`. Data comes from the
 stores the pipeline keeps (archive, entry records, sink queues, ledger,
@@ -36,6 +37,8 @@ from bridge import keys
 from bridge.console.audit import AuditLog
 from bridge.console.entries import DeliveryReader, Record, envelope_view, find_raw, summary_view
 from bridge.console.fleet import gateway_view, group_summaries, group_view, sink_views
+from bridge.console.search import Searcher, SearchFilter, SearchPage
+from bridge.console.search_index import SearchIndex
 from bridge.console.views import (
     AuditRecord,
     EntryPage,
@@ -43,6 +46,7 @@ from bridge.console.views import (
     GroupSummaryView,
     GroupView,
     Overview,
+    RetentionNote,
     SilenceMatchers,
     SilenceView,
     SourceView,
@@ -62,6 +66,10 @@ HOUR_BUCKETS = 3600 // keys.STATS_BUCKET_S
 ARCHIVE_SCAN_EVERY_S = 30.0
 KIND_DEPTH_TIMEOUT_S = 1.0
 UNDELIVERABLE_COUNTED = 2000
+LATEST = 10  # the overview's "failing now" list
+NEAR_CAP = 0.9  # a store this full shows in the overview's retention banner
+SIDEKIQ_DEAD_MAX = 10_000  # Sidekiq's default dead_max_jobs (the bridge cannot read Sidekiq's own setting)
+SCAN_COUNT = 10_000  # the search index adds keys per facet value: fewer SCAN round trips
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,7 @@ class ConsoleService:
         self._sinks = settings.effective_sinks()
         self._deliveries = DeliveryReader(client, self._sinks)
         self._archived: tuple[float, set[str]] | None = None
+        self.search_index = SearchIndex(client)
 
     @property
     def sinks(self) -> list[SinkSettings]:
@@ -107,6 +116,7 @@ class ConsoleService:
     # --- overview -------------------------------------------------------------------------
 
     async def overview(self) -> Overview:
+        """Counts, sinks and gateway; the open groups newest first; the latest entries of every source."""
         sources = await self.sources()
         records = await UndeliverableStore(self._redis).records(UNDELIVERABLE_COUNTED)
         per_sink = Counter(str(r.record.get("sink", "")) for r in records)
@@ -121,7 +131,24 @@ class ConsoleService:
             undeliverable=int(await self._redis.llen(keys.UNDELIVERABLE)),
             active_silences=sum(1 for s in silences if s.active(now)),
             read_only=self.read_only,
+            latest=(await self.search(SearchFilter(limit=LATEST))).entries,
+            retention=self._retention(sources, int(await self._redis.llen(keys.UNDELIVERABLE))),
         )
+
+    def _retention(self, sources: Sequence[SourceView], undeliverable: int) -> list[RetentionNote]:
+        """Stores at NEAR_CAP of their cap or more, with the setting that controls each."""
+        archive_max = self._settings.sources.archive_max
+        found = [RetentionNote(store=f"archive of {s.source}", count=s.archived, cap=archive_max,
+                               setting="[sources] archive_max")
+                 for s in sources if s.archived >= NEAR_CAP * archive_max]
+        found += [RetentionNote(store=f"Sidekiq dead set ({s.source})", count=s.depth or 0, cap=SIDEKIQ_DEAD_MAX,
+                                setting="Sidekiq's dead_max_jobs (10,000 unless changed in Sidekiq)")
+                  for s in sources if s.kind == "sidekiq" and (s.depth or 0) >= NEAR_CAP * SIDEKIQ_DEAD_MAX]
+        cap = self._settings.delivery.undeliverable_max
+        if undeliverable >= NEAR_CAP * cap:
+            found.append(RetentionNote(store="undeliverable list", count=undeliverable, cap=cap,
+                                       setting="[delivery] undeliverable_max"))
+        return found
 
     async def sources(self) -> list[SourceView]:
         """Every list source (tracked DLQs and archives) and every kind source, by name."""
@@ -168,7 +195,7 @@ class ConsoleService:
         if self._archived is not None and now - self._archived[0] < ARCHIVE_SCAN_EVERY_S:
             return self._archived[1]
         found = set()
-        async for key in self._redis.scan_iter(match=keys.ALERTED_MATCH, count=1000, _type="list"):
+        async for key in self._redis.scan_iter(match=keys.ALERTED_MATCH, count=SCAN_COUNT, _type="list"):
             source = keys.parse_alerted(keys.decode(key))
             if source is not None:
                 found.add(source)
@@ -210,11 +237,15 @@ class ConsoleService:
         return Record.parse(await self._redis.hget(keys.encode(keys.entry_records(source)), entry_id))
 
     async def _views(self, source: str, items: list[tuple[str, bytes | None, Any]]) -> list[EntryView]:
-        records = [Record.parse(stored) for _d, _r, stored in items]
+        return await self.views_of([(source, digest, raw, stored) for digest, raw, stored in items])
+
+    async def views_of(self, items: list[tuple[str, str, bytes | None, Any]]) -> list[EntryView]:
+        """Views of (source, digest, raw, stored record) items, their delivery states read in one batch."""
+        records = [Record.parse(stored) for _src, _d, _r, stored in items]
         known = [r for r in records if r is not None]
         states = iter(await self._deliveries.states(known))
         views = []
-        for (digest, raw, _s), record in zip(items, records, strict=True):
+        for (source, digest, raw, _s), record in zip(items, records, strict=True):
             deliveries = next(states) if record is not None else []
             views.append(self._entry_view(source, digest, raw, record, deliveries))
         return views
@@ -260,6 +291,12 @@ class ConsoleService:
 
     async def audit(self, limit: int = 100) -> list[AuditRecord]:
         return await AuditLog(self._redis).recent(min(max(limit, 1), 1000))
+
+    async def search(self, query: SearchFilter) -> SearchPage:
+        lists = sorted((set(self._list_sources()) | await self._archived_sources()) - set(self._kinds))
+        named = [(name, "list") for name in lists] + [(name, ref.kind) for name, ref in self._kinds.items()]
+        searcher = Searcher(self._redis, self.search_index, self.views_of, self._deliveries.states)
+        return await searcher.search(query, named)
 
 
 def record_id(stored: Stored) -> str:

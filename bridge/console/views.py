@@ -105,6 +105,15 @@ class GroupView(GroupSummaryView):
     jobs_total: int
 
 
+class RetentionNote(View):
+    """A store at (or near) the cap that silently drops its oldest dead letters."""
+
+    store: str = Field(description="What is trimmed: a source's archive, the undeliverable list, a kind's store.")
+    count: int
+    cap: int
+    setting: str = Field(description="The setting that controls the cap.")
+
+
 class Overview(View):
     generated_at: float
     sources: list[SourceView]
@@ -114,6 +123,10 @@ class Overview(View):
     undeliverable: int
     active_silences: int
     read_only: bool = Field(description="True when no console token is configured: actions are refused.")
+    retention: list[RetentionNote] = Field(default_factory=list, description="Stores at 90 % of their cap or "
+                                           "more: their oldest entries are being (or about to be) dropped.")
+    latest: list[EntryView] = Field(default_factory=list, description="The newest archived entries of every "
+                                    "source, newest first (what is failing now).")
 
 
 class SummaryView(View):

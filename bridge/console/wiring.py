@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bridge.console.actions import ConsoleActions, Resolver, enqueue_resolve_seam
 from bridge.console.api import Console
+from bridge.console.auth import Authenticator
 from bridge.console.service import ConsoleService, KindRef
 from bridge.delivery.deliver import Deliverer
 from bridge.delivery.factory import build_ledger
@@ -23,7 +24,7 @@ def build_console(runtime: Runtime, resolver: Resolver | None = None) -> Console
     settings = runtime.settings
     kinds = [KindRef(ref.kind, source)
              for ref, source in zip(kind_sources.configured(settings), runtime.kinds.sources, strict=False)]
-    read_only = settings.console.token is None or not settings.console.token.get_secret_value()
+    read_only = Authenticator(settings.console.token, settings.console.auth).read_only
     service = ConsoleService(settings, runtime.redis, list_sources=lambda: runtime.source.sources, kinds=kinds,
                              health=runtime.health, read_only=read_only)
     delivery = settings.delivery.model_copy(update={"max_attempts": RETRY_ATTEMPTS})

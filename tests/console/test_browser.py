@@ -26,7 +26,7 @@ import redis
 
 from bridge import keys
 from tests.support.bridge_process import start_bridge, wait_for, wait_healthz, write_config
-from tests.support.browser import Tab, browser_missing, open_tab
+from tests.support.browser import Tab, browser_missing
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import ThreadedServer
 from tests.support.receiver import Receiver, Reply
@@ -158,15 +158,6 @@ def bridge(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             proc.wait(timeout=30)
             client.flushdb()
             client.close()
-
-
-@pytest.fixture
-def tab() -> Iterator[Tab]:
-    with open_tab() as opened:
-        yield opened
-        assert not opened.dialogs, f"a page opened a dialog: {opened.dialogs}"
-        assert not opened.page_errors, f"a page script failed: {opened.page_errors}"
-        assert not opened.csp_violations(), f"the page broke its own CSP: {opened.csp_violations()}"
 
 
 def use_token(tab: Tab, token: str = TOKEN) -> None:
@@ -422,6 +413,32 @@ def _assert_nothing_injected(tab: Tab, path: str) -> None:
     })""", RUNBOOKS)
     clean = {"scripts": ["/console/static/console.js"], "images": 0, "handlers": [], "links": []}
     assert found == clean, (path, found)
+
+
+def test_search_finds_by_error_class_and_text_and_keeps_the_filter_in_the_url(bridge: Bridge, tab: Tab) -> None:
+    wanted = bridge.push("search-me", last_error="LedgerLockedError: ledger 7 locked by batch nightly-close")
+    bridge.push("search-me", last_error="TimeoutError: warehouse API timed out after 30s")
+    bridge.wait_archived("search-me", 2)
+    url = f"{bridge.url}/console/search?source=dead_letter:search-me&error=LedgerLockedError"
+    assert wait_for(lambda: _search_rows(tab, url) == [wanted], 15), "the error-class filter finds the one entry"
+    tab.page.goto(f"{bridge.url}/console/search")
+    tab.page.fill("#search-form input[name=text]", f"nightly {HOSTILE}")
+    tab.page.fill("#search-form input[name=source]", "dead_letter:search-*")
+    tab.page.click("#search-form button[type=submit]")
+    tab.page.wait_for_selector("#search-results")
+    assert "text=nightly" in tab.page.url and "source=dead_letter%3Asearch-" in tab.page.url, "the filter is the URL"
+    assert tab.page.input_value("#search-form input[name=text]") == f"nightly {HOSTILE}", "shown back as text"
+    tab.page.fill("#search-form input[name=text]", "nightly")
+    tab.page.click("#search-form button[type=submit]")
+    tab.page.wait_for_selector("#search-results")
+    assert [r.get_attribute("data-entry") for r in tab.page.query_selector_all("#search-results tbody tr")] == [
+        bridge.entry_id("search-me", wanted)]
+
+
+def _search_rows(tab: Tab, url: str) -> list[str]:
+    tab.page.goto(url)
+    return [t.split()[-1] for t in tab.page.locator("#search-results tbody tr td:nth-child(4)").all_inner_texts()
+            if t.strip() and "Nothing" not in t]
 
 
 def test_without_a_configured_token_the_pages_are_read_only(

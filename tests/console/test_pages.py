@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from bridge.console.pages import CSP, pages_router
 from bridge.console.render import runbook_href
+from bridge.console.search import SearchFilter, SearchPage
 from bridge.console.service import ConsoleService
 from bridge.console.views import (
     AuditRecord,
@@ -28,6 +29,7 @@ from bridge.console.views import (
     GroupView,
     Link,
     Overview,
+    RetentionNote,
     SilenceMatchers,
     SilenceView,
     SinkDelivery,
@@ -82,7 +84,8 @@ class HostileService(ConsoleService):
                             oldest_age_s=65, undeliverable=1, group_by="fingerprint", open_groups=1)],
             gateway=GatewayView(configured=True, breaker="closed", calls_per_minute=60, budget_left=42,
                                 summaries_last_hour=counts),
-            undeliverable=1, active_silences=1, read_only=self.read_only,
+            undeliverable=1, active_silences=1, read_only=self.read_only, latest=[hostile_entry(self.runbook)],
+            retention=[RetentionNote(store=HOSTILE, count=9, cap=10, setting="[sources] archive_max")],
         )
 
     async def source_entries(self, source: str, offset: int = 0, limit: int = 50) -> EntryPage:
@@ -113,6 +116,10 @@ class HostileService(ConsoleService):
     async def audit(self, limit: int = 100) -> list[AuditRecord]:
         return [AuditRecord(at=1.0, who=HOSTILE, action="redrive", target=HOSTILE, outcome="ok", detail=HOSTILE)]
 
+    async def search(self, query: SearchFilter) -> SearchPage:
+        return SearchPage(filter=query, entries=[hostile_entry(self.runbook)], next_before="1700000000000.25",
+                          scanned=1, complete=True)
+
 
 def client_for(service: ConsoleService | None, base_url: str | None = BASE) -> httpx.AsyncClient:
     app = FastAPI()
@@ -130,6 +137,7 @@ PAGES = [
     "/console/silences",
     f"/console/silences?queue={HOSTILE}&job_name={HOSTILE}&fingerprint={IMG}",  # a link someone sent you
     "/console/audit",
+    f"/console/search?text={HOSTILE}&queue={IMG}&source={HOSTILE}&error={SCRIPT}&job={JS_URL}",  # filter values
 ]
 
 
@@ -149,7 +157,7 @@ async def test_every_page_escapes_hostile_text_and_links_only_to_itself(path: st
     scripts = re.findall(r"<script\b[^>]*>", html)
     assert scripts == ['<script src="/console/static/console.js" defer>'], "one script, from our own static file"
     for href in hrefs(html):
-        assert href.startswith("/console/"), f"a page links only to the console: {href}"
+        assert href.startswith(("/console/", "/api/v1/export?")), f"a page links only to the console: {href}"
         assert "javascript:" not in href.lower() and '"' not in href and "<" not in href
 
 
@@ -185,6 +193,16 @@ async def test_model_urls_are_text_and_only_the_bridges_runbook_link_is_live() -
 )
 def test_a_runbook_link_outside_base_url_is_never_live(link: Link, base: str | None) -> None:
     assert runbook_href(link, base) is None
+
+
+async def test_the_overview_lists_what_is_failing_now_and_groups_newest_first() -> None:
+    async with client_for(HostileService()) as client:
+        html = (await client.get("/console/")).text
+    latest = html.split('id="latest"', 1)[1].split("</table>", 1)[0]
+    assert "0123456789abcdef" in latest and "&lt;script&gt;" in latest and "2023-11-14 22:13:20 UTC" in latest
+    assert "/console/group?sink=slack&amp;key=" in latest, "the entry's open group is linked"
+    banner = html.split('id="retention"', 1)[1].split("</section>", 1)[0]
+    assert "9 of 10" in banner and "[sources] archive_max" in banner and "&lt;script&gt;" in banner
 
 
 async def test_read_only_mode_shows_no_token_box_and_no_action_button() -> None:

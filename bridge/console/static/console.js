@@ -1,6 +1,7 @@
 // dlq-bridge console: the only script of the pages (served from /console/static/, no inline script).
 // Actions call the JSON API with `Authorization: Bearer <token>`. The token is pasted once and kept in
-// this tab's sessionStorage: never a cookie, never a URL, so no request carries an ambient credential.
+// this tab's sessionStorage: never a cookie, never a URL. Signed in (a session cookie) or behind a trusted
+// proxy, the page carries a CSRF token in <meta name="dlq-csrf">, sent as X-CSRF-Token with the cookie.
 // Everything the server sent is written with textContent, never as HTML.
 "use strict";
 
@@ -29,8 +30,15 @@
     return "";
   }
 
+  function csrfToken() {
+    const meta = document.querySelector('meta[name="dlq-csrf"]');
+    return meta ? meta.getAttribute("content") : "";
+  }
+
   function requestHeaders() {
     const headers = { "Content-Type": "application/json", Accept: "application/json" };
+    const csrf = csrfToken();
+    if (csrf) headers["X-CSRF-Token"] = csrf;
     const token = store.getItem(TOKEN);
     if (token) headers.Authorization = "Bearer " + token;
     const who = store.getItem(WHO);
@@ -43,7 +51,7 @@
       method: method,
       headers: requestHeaders(),
       body: JSON.stringify(body || {}),
-      credentials: "omit",
+      credentials: csrfToken() ? "same-origin" : "omit",
       cache: "no-store",
       redirect: "error",
     });
