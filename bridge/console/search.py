@@ -42,6 +42,7 @@ BATCH = 400
 CHECK_PAGES = 4  # a round of candidates to check (text, state, two facets): four pages' worth, at most BATCH
 PER_SET_MIN = 4  # rows read per set and round at least (many sets: a few rows each, more rounds if skewed)
 TEXT_MAX = 200
+TIME_MAX = 1e11  # unix seconds (year 5138): a finite bound so `since`/`until` convert to milliseconds
 SummaryName = Literal["", "openclaw", "cache", "fallback"]
 SUMMARIES = ("openclaw", "cache", "fallback")
 StateName = Literal["", "delivered", "duplicate", "pending", "grouped", "undeliverable", "silenced", "unknown"]
@@ -60,8 +61,8 @@ class SearchFilter(BaseModel):
     summary: SummaryName = ""
     state: StateName = ""
     text: str = Field(default="", max_length=TEXT_MAX)
-    since: float | None = None
-    until: float | None = None
+    since: float | None = Field(default=None, ge=0, le=TIME_MAX, allow_inf_nan=False)
+    until: float | None = Field(default=None, ge=0, le=TIME_MAX, allow_inf_nan=False)
     before: str = Field(default="", max_length=40, pattern=r"^$|^[0-9]+(\.[0-9]+)?$")
     limit: int = Field(default=25, ge=1, le=100)
 
