@@ -3,10 +3,12 @@
 Used where the whole entry must not be parsed (docs/design.md, section 1, "Identity of an
 oversized or quarantined entry"): an entry over `sources.max_parse_bytes` and the first bytes of a
 quarantined one. The bytes are fed to ijson (its yajl2 C backend; the pure-Python one when the
-C one is missing, said once in the log) in 64 KB chunks, and only events at the top level of the
-object are looked at: nested values are skipped as they stream by, never built. Reading stops as
-soon as every wanted group of names has one value, and a value of a `capped` name (the error
-text) that runs past `cap_bytes` is cut from the raw bytes instead of waiting for its end.
+C one is missing, said once in the log) in chunks of 64 KB doubling up to 4 MB (yajl rescans a
+token still open at each chunk, so fixed small chunks make one 20 MB string quadratic), and only
+events at the top level of the object are looked at: nested values are skipped as they stream
+by, never built. Reading stops as soon as every wanted group of names has one value, and a value
+of a `capped` name (the error text) that runs past `cap_bytes` is cut from the raw bytes instead
+of waiting for its end.
 Malformed JSON after the fields, a cut-off head, a top level that is not an object: the fields
 read so far are kept. Never raises.
 """
@@ -24,7 +26,8 @@ import ijson
 
 log = logging.getLogger(__name__)
 
-CHUNK_BYTES = 64 * 1024
+FIRST_CHUNK_BYTES = 64 * 1024
+MAX_CHUNK_BYTES = 4 * 1024 * 1024  # chunks double up to this: yajl rescans an open token per chunk
 Scalar = str | int | float | bool | None
 _LENIENT = json.JSONDecoder(strict=False)  # control characters in a cut string are kept, then cleaned
 
@@ -115,15 +118,18 @@ def read_top_fields(
     reader = _TopLevel(groups, extra, capped)
     events = ijson.sendable_list()
     parser = backend().basic_parse_coro(events, use_float=True)
+    at, size = 0, FIRST_CHUNK_BYTES
     try:
-        for at in range(0, len(raw) or 1, CHUNK_BYTES):
-            fault = _feed(parser, raw[at: at + CHUNK_BYTES], last=at + CHUNK_BYTES >= len(raw))
+        while True:
+            end = at + size
+            fault = _feed(parser, raw[at:end], last=end >= len(raw))
             for event, value in events:  # the events before a fault count too
                 reader.on(event, value, at)
             del events[:]
-            reader.cut_long_value(raw, at + CHUNK_BYTES, cap_bytes)
-            if fault or reader.complete():
+            reader.cut_long_value(raw, end, cap_bytes)
+            if fault or end >= len(raw) or reader.complete():
                 break
+            at, size = end, min(size * 2, MAX_CHUNK_BYTES)
     except _NotAnObject:
         pass
     return {name: value for name, value in reader.found.items() if value is not None}
