@@ -22,6 +22,7 @@ Who did an action (for the audit list): the body's `author`, else the
     GET    /api/v1/audit?limit=                     [AuditRecord]
     POST   /api/v1/entry/redrive?source=&id=        ActionResult  (409 when refused)
     POST   /api/v1/group/redrive?sink=&key=         ActionResult
+    POST   /api/v1/quarantine/redrive?source=       ActionResult  (409 when nothing moved)
     POST   /api/v1/undeliverable/{id}/retry         ActionResult
     DELETE /api/v1/undeliverable/{id}               ActionResult
     POST   /api/v1/silences                         SilenceView   201 (400: no matcher / past end)
@@ -220,6 +221,10 @@ def _actions(router: APIRouter) -> None:
                             key: GroupKey,
                             body: Opt = None, who: Who = None) -> JSONResponse:
         return _result(await c.actions.redrive_group(sink, key, who_of(body, who)))
+
+    @router.post("/quarantine/redrive", response_model=ActionResult, responses=_ERRORS, dependencies=[Auth])
+    async def redrive_quarantine(c: Con, source: Source, body: Opt = None, who: Who = None) -> JSONResponse:
+        return _result(await c.actions.redrive_quarantine(source, who_of(body, who)))
 
     @router.post("/undeliverable/{record_id}/retry", response_model=ActionResult, responses=_ERRORS,
                  dependencies=[Auth])
