@@ -15,21 +15,12 @@ import pytest
 import redis
 
 from bridge import keys
-from bridge.cli import main
-from tests.support.ops import ROOT, clean_env, write_config
+from tests.support.ops import ROOT, clean_env
+from tests.test_ops_redrive import config, redrive
+
+__all__ = ["config"]  # the fixture of the redrive tests
 
 DLQ = "dead_letter:orders"
-
-
-@pytest.fixture
-def config(tmp_path: Path, redis_url: str) -> Path:
-    return write_config(tmp_path / "b.toml", redis_url)
-
-
-def redrive(config: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    code = main(["--config", str(config), "redrive", *args])
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
 
 
 def quarantine(r: redis.Redis, entries: list[bytes]) -> None:
