@@ -19,6 +19,7 @@ from bridge.models import Alert, DeadLetter, Severity, Summary, SummarySource
 from bridge.redact import redact_envelope
 
 FALLBACK_REASON = "quarantined"
+QUARANTINED_PREFIX = "quarantined:"
 HEAD_BYTES = 16 * 1024  # of a quarantined entry, read for its identity, never more
 _STEPS = [
     "Inspect the entry in its quarantine list: `LRANGE dlq_bridge:quarantine:<source ref> 0 -1`",
@@ -35,8 +36,9 @@ def quarantine_title(claims: int, deadline_s: float | None) -> str:
 def quarantine_alert(
     source_key: str, digest: str, severity: Severity, title: str, raw: bytes | None = None
 ) -> Alert:
-    """A minimal alert: queue from the (displayed) source key; job id, name, attempts and error
-    from the first `HEAD_BYTES` of `raw` when they hold them, else job id `sha256:<digest>`."""
+    """A minimal alert: queue from the (displayed) source key; job id (`quarantined:<id>`), name,
+    attempts and error from the first `HEAD_BYTES` of `raw` when they hold them, else job id
+    `sha256:<digest>`."""
     shown = keys.display(source_key)
     dead_letter = DeadLetter(
         source_key=shown,
@@ -68,8 +70,11 @@ def _with_identity(dead_letter: DeadLetter, head: bytes) -> DeadLetter:
         found = redact_envelope(identity_of(head, dead_letter.source_key, dead_letter.raw_digest, "", 64), 64)
     except Exception:  # never lose the alert to the read: the digest stands
         return dead_letter
+    named = not found.job_id.startswith("sha256:")
     return dead_letter.model_copy(update={
-        "job_id": found.job_id,
+        # `quarantined:<id>`: its own Idempotency-Key, ledger mark and dedup_key, so the job's normal
+        # alert after `redrive --quarantine` (same bytes, same digest) is not taken for this one
+        "job_id": f"{QUARANTINED_PREFIX}{found.job_id}" if named else dead_letter.job_id,
         "job_name": found.job_name,
         "attempts": found.attempts,
         "last_error": found.last_error,

@@ -11,6 +11,7 @@ import asyncio
 import io
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -88,3 +89,31 @@ async def test_2_mb_and_20_mb_entries_alert_under_their_own_job_ids(
     assert SECRET not in json.dumps([r.body.decode() for r in [*hook.requests, *pd.requests]])
     assert await aredis.lrange(keys.alerted("dead_letter:imports"), 0, -1) == [small], "archived intact"
     assert await aredis.llen(keys.alerted("dead_letter:exports")) == 1
+
+
+async def test_a_quarantined_job_is_named_and_alerts_again_after_redrive_quarantine(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis, tmp_path: Path
+) -> None:
+    """Quarantine alert `quarantined:<id>`; `redrive --quarantine`; the job's own alert is not held back."""
+    from bridge.cli import main
+    from bridge.envelope import raw_digest
+
+    raw = json.dumps({"job_id": "poison-7", "job_name": "Explode", "last_error": "boom"}).encode()
+    await aredis.set(keys.claims("dead_letter:poison", raw_digest(raw)), 3)  # three deaths already counted
+    await aredis.lpush("dead_letter:poison", raw)
+    pd, hook, out = Receiver(default=Reply(status=202)), Receiver(), io.StringIO()
+    async with serve(pd.app) as p, serve(hook.app) as h:
+        settings = make_settings(sinks=sinks(p, h))
+        await drain_all(settings, out)
+        assert await aredis.lrange(keys.quarantine("dead_letter:poison"), 0, -1) == [raw]
+        config = str(tmp_path / "bridge.toml")  # where make_settings wrote it
+        code = await asyncio.to_thread(main, ["--config", config, "redrive", "poison", "--quarantine"])
+        assert code == 0
+        await drain_all(settings, out)
+    sent = [json.loads(r.body) for r in hook.requests]
+    assert [(b["job_id"], b["job_name"]) for b in sent] == [
+        ("quarantined:poison-7", "Explode"), ("poison-7", "Explode")]
+    assert [unquote(r.headers["idempotency-key"]) for r in hook.requests] == [
+        "poison:quarantined:poison-7", "poison:poison-7"]
+    assert [json.loads(r.body)["dedup_key"] for r in pd.requests] == ["quarantined:poison-7", "poison-7"]
+    assert await aredis.lrange(keys.alerted("dead_letter:poison"), 0, -1) == [raw]

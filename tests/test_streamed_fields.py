@@ -62,8 +62,8 @@ def test_a_quarantine_alert_names_the_job_from_the_first_bytes() -> None:
                       "payload": PAD}).encode()
     alert = quarantine_alert("dead_letter:poison", "d" * 16, Severity.CRITICAL, "Quarantined", raw)
     dl = alert.dead_letter
-    assert (dl.job_id, dl.job_name, dl.last_error) == ("poison-9", "explode", "password=[REDACTED] boom")
-    assert dl.payload_excerpt is None and alert.idempotency_key == "poison:poison-9"
+    assert (dl.job_id, dl.job_name, dl.last_error) == ("quarantined:poison-9", "explode", "password=[REDACTED] boom")
+    assert dl.payload_excerpt is None and alert.idempotency_key == "poison:quarantined:poison-9"
 
 
 def test_a_quarantine_alert_falls_back_to_the_digest() -> None:
