@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
+
+import ijson
+import pytest
 
 from bridge.intake import normalize
 from bridge.models import Severity
@@ -21,6 +25,29 @@ def oversized(raw: bytes) -> tuple[str, str | None, str | None]:
 
 def test_the_c_backend_is_used() -> None:
     assert backend().backend_name == "yajl2_c"
+
+
+def test_without_the_c_backend_the_python_one_reads_and_says_so_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real = ijson.get_backend
+
+    def no_c(name: str) -> object:
+        if name == "yajl2_c":
+            raise ImportError("no yajl")
+        return real(name)
+
+    monkeypatch.setattr(ijson, "get_backend", no_c)
+    backend.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, "bridge.streamed_fields"):
+            for _ in range(2):
+                assert oversized(json.dumps({"x": PAD, "job_id": "py-backend"}).encode())[0] == "py-backend"
+        assert backend().backend_name == "python"
+        (record,) = caplog.records  # once, for two oversized entries
+        assert "yajl2_c" in record.getMessage()
+    finally:
+        backend.cache_clear()
 
 
 def test_a_huge_string_value_before_the_fields_is_streamed_past() -> None:
