@@ -36,9 +36,10 @@ _ERROR_FIELDS = ("last_error", "error", "error_message", "failedReason", "except
 _FAILED_AT_FIELDS = ("first_failed_at", "failed_at", "failedAt")
 _PAYLOAD_FIELDS = ("params", "payload", "args", "data", "kwargs")
 # What a streamed read of an entry too big to parse looks for (`identity_of`): one value per group
-# ends the read; the extra names are kept when met before that.
-IDENTITY_GROUPS = (("queue",), _JOB_ID_FIELDS, (*_JOB_NAME_FIELDS, "description"), _ATTEMPT_FIELDS, _ERROR_FIELDS)
-IDENTITY_EXTRA = ("error_class", *_CORRELATION_FIELDS, *_FAILED_AT_FIELDS)
+# ends the read; the extra names (the payload's own `queue` among them: the route's queue comes
+# from the source key) are kept when met before that.
+IDENTITY_GROUPS = (_JOB_ID_FIELDS, (*_JOB_NAME_FIELDS, "description"), _ATTEMPT_FIELDS, _ERROR_FIELDS)
+IDENTITY_EXTRA = ("queue", "error_class", *_CORRELATION_FIELDS, *_FAILED_AT_FIELDS)
 _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
