@@ -38,12 +38,12 @@ def quarantine_alert(
 ) -> Alert:
     """A minimal alert: queue from the (displayed) source key; job id (`quarantined:<id>`), name,
     attempts and error from the first `HEAD_BYTES` of `raw` when they hold them, else job id
-    `sha256:<digest>`."""
+    `quarantined:sha256:<digest>`."""
     shown = keys.display(source_key)
     dead_letter = DeadLetter(
         source_key=shown,
         queue=keys.queue_of(shown),
-        job_id=f"sha256:{digest}",
+        job_id=f"{QUARANTINED_PREFIX}sha256:{digest}",
         raw_digest=digest,
         parse_error="quarantined: not parsed",
         fingerprint=hashlib.sha256(f"quarantine\x1f{shown}".encode()).hexdigest()[:16],
@@ -70,11 +70,10 @@ def _with_identity(dead_letter: DeadLetter, head: bytes) -> DeadLetter:
         found = redact_envelope(identity_of(head, dead_letter.source_key, dead_letter.raw_digest, "", 64), 64)
     except Exception:  # never lose the alert to the read: the digest stands
         return dead_letter
-    named = not found.job_id.startswith("sha256:")
     return dead_letter.model_copy(update={
         # `quarantined:<id>`: its own Idempotency-Key, ledger mark and dedup_key, so the job's normal
         # alert after `redrive --quarantine` (same bytes, same digest) is not taken for this one
-        "job_id": f"{QUARANTINED_PREFIX}{found.job_id}" if named else dead_letter.job_id,
+        "job_id": f"{QUARANTINED_PREFIX}{found.job_id}",
         "job_name": found.job_name,
         "attempts": found.attempts,
         "last_error": found.last_error,

@@ -97,4 +97,4 @@ def test_a_quarantine_alert_falls_back_to_the_digest() -> None:
     late = json.dumps({"payload": "p" * HEAD_BYTES, "job_id": "too-late"}).encode()
     for raw in (late, b"\xff\xfe not json", b"[1, 2]"):
         alert = quarantine_alert("dead_letter:poison", "d" * 16, Severity.CRITICAL, "Quarantined", raw)
-        assert alert.dead_letter.job_id == "sha256:" + "d" * 16
+        assert alert.dead_letter.job_id == "quarantined:sha256:" + "d" * 16
