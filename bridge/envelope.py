@@ -18,6 +18,7 @@ from typing import Any
 
 from bridge.keys import queue_of
 from bridge.models import DeadLetter
+from bridge.streamed_fields import read_top_fields
 from bridge.untrusted import escape_controls, short_digest, strip_invisible
 
 DEFAULT_MAX_PARSE_BYTES = 1024 * 1024
@@ -34,6 +35,11 @@ _CORRELATION_FIELDS = ("correlation_id", "correlationId", "request_id", "trace_i
 _ERROR_FIELDS = ("last_error", "error", "error_message", "failedReason", "exception", "exc_info")
 _FAILED_AT_FIELDS = ("first_failed_at", "failed_at", "failedAt")
 _PAYLOAD_FIELDS = ("params", "payload", "args", "data", "kwargs")
+# What a streamed read of an entry too big to parse looks for (`identity_of`): one value per group
+# ends the read; the extra names (the payload's own `queue` among them: the route's queue comes
+# from the source key) are kept when met before that.
+IDENTITY_GROUPS = (_JOB_ID_FIELDS, (*_JOB_NAME_FIELDS, "description"), _ATTEMPT_FIELDS, _ERROR_FIELDS)
+IDENTITY_EXTRA = ("queue", "error_class", *_CORRELATION_FIELDS, *_FAILED_AT_FIELDS)
 _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
@@ -81,6 +87,8 @@ def parse_entry(
     digest = raw_digest(raw)
     try:
         obj, parse_error = _decode(raw, max_parse_bytes)
+        if obj is None and len(raw) > max_parse_bytes:
+            return identity_of(raw, source_key, digest, parse_error, excerpt_max)
         if obj is None:
             return unparseable(raw, source_key, digest, parse_error, excerpt_max)
         return _from_object(obj, source_key, digest, excerpt_max)
@@ -137,6 +145,20 @@ def unparseable(raw: bytes, source_key: str, digest: str, why: str, excerpt_max:
         raw_digest=digest,
         parse_error=why,
     )
+
+
+def identity_of(raw: bytes, source_key: str, digest: str, why: str, excerpt_max: int) -> DeadLetter:
+    """The envelope of an entry not parsed whole: `unparseable`, plus the job id, name, queue,
+    attempts and error a streamed read of its top-level scalars finds (`bridge.streamed_fields`),
+    cleaned and cut exactly as a parsed entry's are."""
+    bare = unparseable(raw, source_key, digest, why, excerpt_max)
+    fields = read_top_fields(
+        raw, IDENTITY_GROUPS, extra=IDENTITY_EXTRA, capped=_ERROR_FIELDS, cap_bytes=MAX_ERROR_CHARS * 4
+    )
+    if not fields:
+        return bare
+    named = _from_object(fields, source_key, digest, excerpt_max)
+    return named.model_copy(update={"parse_error": why, "payload_excerpt": bare.payload_excerpt})
 
 
 def _from_object(obj: dict[str, Any], source_key: str, digest: str, excerpt_max: int) -> DeadLetter:

@@ -4,7 +4,9 @@ An entry whose consumer died or timed out while holding it
 `sources.quarantine_after` times, or whose processing ran past
 `sources.entry_deadline_s`, is never parsed again: it is moved, unparsed, to
 `dlq_bridge:quarantine:<source ref>` and announced by this alert (docs/design.md,
-section 2). Nothing here reads the entry's bytes.
+section 2). The entry is never parsed again: the alert carries only what a streamed read of its
+first `HEAD_BYTES` gives (job id, name, attempts, error; `bridge.envelope.identity_of`), redacted
+like any envelope, else the digest. `dlq-bridge redrive QUEUE --quarantine` pushes it back.
 """
 
 from __future__ import annotations
@@ -12,13 +14,16 @@ from __future__ import annotations
 import hashlib
 
 from bridge import keys
+from bridge.envelope import identity_of
 from bridge.models import Alert, DeadLetter, Severity, Summary, SummarySource
-from bridge.redact import redact_key_name
+from bridge.redact import redact_envelope, redact_key_name
 
 FALLBACK_REASON = "quarantined"
+QUARANTINED_PREFIX = "quarantined:"
+HEAD_BYTES = 16 * 1024  # of a quarantined entry, read for its identity, never more
 _STEPS = [
     "Inspect the entry in its quarantine list: `LRANGE dlq_bridge:quarantine:<source ref> 0 -1`",
-    "Fix or drop it, then push it back to its DLQ to alert on it normally",
+    "Fix or drop it, then push it back to its DLQ: `dlq-bridge redrive <queue> --quarantine`",
 ]
 
 
@@ -28,18 +33,23 @@ def quarantine_title(claims: int, deadline_s: float | None) -> str:
     return f"Quarantined dead letter: processing failed {claims} times"
 
 
-def quarantine_alert(source_key: str, digest: str, severity: Severity, title: str) -> Alert:
-    """A minimal alert: queue from the (displayed) source key, job id `sha256:<digest>`."""
+def quarantine_alert(
+    source_key: str, digest: str, severity: Severity, title: str, raw: bytes | None = None
+) -> Alert:
+    """A minimal alert: queue from the (displayed) source key; job id (`quarantined:<id>`), name,
+    attempts and error from the first `HEAD_BYTES` of `raw` when they hold them, else job id
+    `quarantined:sha256:<digest>`."""
     shown = redact_key_name(source_key)
-    queue = keys.queue_of(shown)
     dead_letter = DeadLetter(
         source_key=shown,
-        queue=queue,
-        job_id=f"sha256:{digest}",
+        queue=keys.queue_of(shown),
+        job_id=f"{QUARANTINED_PREFIX}sha256:{digest}",
         raw_digest=digest,
         parse_error="quarantined: not parsed",
         fingerprint=hashlib.sha256(f"quarantine\x1f{shown}".encode()).hexdigest()[:16],
     )
+    if raw is not None:
+        dead_letter = _with_identity(dead_letter, raw[:HEAD_BYTES])
     summary = Summary(
         title=title,
         severity=severity,
@@ -52,3 +62,19 @@ def quarantine_alert(source_key: str, digest: str, severity: Severity, title: st
         fallback_reason=FALLBACK_REASON,
     )
     return Alert(dead_letter=dead_letter, summary=summary, severity=severity)
+
+
+def _with_identity(dead_letter: DeadLetter, head: bytes) -> DeadLetter:
+    """The job id, name, attempts and error of a streamed read of `head`, redacted; nothing else."""
+    try:
+        found = redact_envelope(identity_of(head, dead_letter.source_key, dead_letter.raw_digest, "", 64), 64)
+    except Exception:  # never lose the alert to the read: the digest stands
+        return dead_letter
+    return dead_letter.model_copy(update={
+        # `quarantined:<id>`: its own Idempotency-Key, ledger mark and dedup_key, so the job's normal
+        # alert after `redrive --quarantine` (same bytes, same digest) is not taken for this one
+        "job_id": f"{QUARANTINED_PREFIX}{found.job_id}",
+        "job_name": found.job_name,
+        "attempts": found.attempts,
+        "last_error": found.last_error,
+    })

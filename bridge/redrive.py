@@ -32,6 +32,11 @@ class Plan:
     dry_run: bool = False
     limit: int | None = None
     job_ids: frozenset[str] = frozenset()
+    reset: bool = True  # attempts set to 0 (a work queue); False: the bytes move as they are (a DLQ)
+
+    def pushed(self, raw: bytes) -> bytes:
+        """The bytes pushed onto the target for this entry."""
+        return reset_attempts(raw) if self.reset else raw
 
 
 async def _move(client: redis.Redis, plan: Plan, batch: list[bytes]) -> int:
@@ -40,7 +45,7 @@ async def _move(client: redis.Redis, plan: Plan, batch: list[bytes]) -> int:
         return await _move_across_slots(client, plan, batch)
     async with client.pipeline(transaction=False) as pipe:
         for raw in batch:
-            pipe.eval(REDRIVE_LUA, 2, plan.source, plan.target, raw, reset_attempts(raw))
+            pipe.eval(REDRIVE_LUA, 2, plan.source, plan.target, raw, plan.pushed(raw))
         results = await pipe.execute()
     return sum(int(r) for r in results)
 
@@ -63,8 +68,8 @@ async def _move_across_slots(client: redis.Redis, plan: Plan, batch: list[bytes]
     staging = keys.redrive_staging(plan.dlq)
     async with client.pipeline(transaction=False) as pipe:
         for raw in batch:
-            pipe.eval(REDRIVE_LUA, 2, plan.source, staging, raw, reset_attempts(raw))
-        staged = [reset_attempts(raw) for raw, r in zip(batch, await pipe.execute(), strict=True) if int(r)]
+            pipe.eval(REDRIVE_LUA, 2, plan.source, staging, raw, plan.pushed(raw))
+        staged = [plan.pushed(raw) for raw, r in zip(batch, await pipe.execute(), strict=True) if int(r)]
     await _unstage(client, plan.target, staging, staged)
     return len(staged)
 
@@ -87,6 +92,15 @@ async def finish_staged(client: redis.Redis, plan: Plan) -> int:
     left = [r if isinstance(r, bytes) else r.encode() for r in reversed(await client.lrange(staging, 0, -1))]
     await _unstage(client, plan.target, staging, left)
     return len(left)
+
+
+def quarantine_plan(
+    dlq: str, *, target: str | None = None, dry_run: bool = False, limit: int | None = None,
+    job_ids: frozenset[str] = frozenset(),
+) -> Plan:
+    """Quarantined entries (`dlq_bridge:quarantine:<ref>`, the DLQ's slot) back onto their DLQ, byte
+    for byte: the bridge claims them again as new entries (their claim counter went with the quarantine)."""
+    return Plan(keys.quarantine(dlq), target or dlq, dlq, dry_run, limit, job_ids, reset=False)
 
 
 def reset_attempts(raw: bytes) -> bytes:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import difflib
+import getpass
 import sys
 import time
 from collections.abc import Callable
@@ -32,8 +33,9 @@ from bridge.commands.common import (
     plural,
     resolve_source,
 )
+from bridge.console.audit import AuditLog
 from bridge.intake import normalize
-from bridge.redrive import Plan, finish_staged, move_batch
+from bridge.redrive import Plan, finish_staged, move_batch, quarantine_plan
 from bridge.settings import Settings
 from bridge.sources import refs as kind_sources
 
@@ -46,6 +48,8 @@ EPILOG = """examples:
   dlq-bridge redrive orders --from-archive --limit 100
   dlq-bridge redrive orders --job-id job-42 --job-id job-43
   dlq-bridge redrive dead_letter:{carts}:eu --to {carts}:eu:jobs
+  dlq-bridge redrive orders --quarantine --dry-run   # what is quarantined for dead_letter:orders
+  dlq-bridge redrive orders --quarantine       # dlq_bridge:quarantine:… -> dead_letter:orders
 
 Oldest entries move first. Each entry is LPUSHed onto the work queue (the DLQ
 key without `dead_letter:` unless --to is given) with its attempt counter
@@ -53,6 +57,12 @@ reset to 0 (JSON objects; other bytes move unchanged). One atomic Lua script
 per entry: a kill at any moment loses and duplicates nothing. On Redis Cluster,
 a work queue in another slot than its DLQ is reached through a staging list
 (dlq_bridge:redrive:<ref>): a kill there may push an entry twice, never lose it.
+
+--quarantine takes the entries the bridge quarantined (dlq_bridge:quarantine:<ref>,
+kept byte for byte) and pushes them back, unchanged, onto their DLQ, so the bridge
+claims and alerts on them again as new entries: fix what killed the bridge first.
+Each move is the same atomic script (the quarantine list shares the DLQ's slot),
+and the run is recorded in the console's audit list (dlq_bridge:audit).
 
 exit codes: 0 done (also when the DLQ is empty now), 1 Redis error or
 interrupted, 2 bad configuration or usage, 4 not found: neither the DLQ, its
@@ -77,6 +87,8 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     add("queue", help="queue name (orders) or DLQ key (dead_letter:orders)")
     add("--to", metavar="KEY", help="work queue key (default: the DLQ key without dead_letter:)")
     add("--from-archive", action="store_true", help="take entries from dlq_bridge:alerted:<dlq>")
+    add("--quarantine", action="store_true",
+        help="take entries from dlq_bridge:quarantine:<dlq> and push them back onto the DLQ itself")
     add("--dry-run", action="store_true", help="count and list what would move; change nothing")
     add("--limit", type=int, metavar="N", help="move at most N entries")
     add("--job-id", action="append", default=[], metavar="ID", help="only this job id (repeatable)")
@@ -118,7 +130,7 @@ async def _run(settings: Settings, args: argparse.Namespace, outcome: Outcome) -
         if problem:
             print(f"redrive: {problem}", file=sys.stderr)
             return EXIT_FAILED
-        if not await client.exists(plan.dlq, keys.alerted(plan.dlq), plan.target):
+        if not await client.exists(plan.dlq, keys.alerted(plan.dlq), plan.target, plan.source):
             print(f"redrive: {await no_such_queue(client, plan, settings.sources.match)}", file=sys.stderr)
             return EXIT_NOT_FOUND
         if finished := await finish_staged(client, plan):
@@ -126,6 +138,8 @@ async def _run(settings: Settings, args: argparse.Namespace, outcome: Outcome) -
                   f"in {keys.redrive_staging(plan.dlq)} onto {plan.target}", file=sys.stderr)
         total = int(await client.llen(plan.source))
         await redrive(client, plan, outcome, progress_printer(plan, total))
+        if args.quarantine and not plan.dry_run:
+            await audit_quarantine_redrive(client, plan, outcome)
     print(summary_line(plan, outcome))
     missing = sorted(plan.job_ids - outcome.found_ids)
     if missing and not _limit_reached(plan, outcome):
@@ -150,6 +164,11 @@ async def no_such_queue(client: redis.Redis, plan: Plan, match: str) -> str:
 def make_plan(args: argparse.Namespace, match: str) -> Plan | str:
     """The plan, or a usage problem as text."""
     dlq = resolve_source(args.queue, match)
+    if getattr(args, "quarantine", False):
+        if args.from_archive:
+            return "--quarantine and --from-archive name two different source lists: pick one"
+        return quarantine_plan(dlq, target=args.to, dry_run=args.dry_run, limit=args.limit,
+                               job_ids=frozenset(args.job_id))
     source = keys.alerted(dlq) if args.from_archive else dlq
     target = args.to or keys.work_queue(dlq)
     if target is None:
@@ -216,6 +235,19 @@ def _select(plan: Plan, outcome: Outcome, raws: list[bytes]) -> list[bytes]:
     return batch
 
 
+async def audit_quarantine_redrive(client: redis.Redis, plan: Plan, outcome: Outcome) -> None:
+    """One audit record per run, as the console's actions write them (who: `cli:<login>`)."""
+    detail = f"{plural(outcome.moved, 'entry', 'entries')} moved from {plan.source} to {plan.target}"
+    await AuditLog(client).append(f"cli:{_login()}", "redrive-quarantine", plan.dlq, "ok", detail)
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name in a bare container
+        return "unknown"
+
+
 def job_id(raw: bytes, dlq: str) -> str:
     return normalize(raw, dlq, excerpt_max=64).job_id
 
@@ -245,4 +277,4 @@ def summary_line(plan: Plan, outcome: Outcome) -> str:
     gone = f" ({outcome.vanished} claimed by the bridge meanwhile)" if outcome.vanished else ""
     return (f"redrive: moved {plural(outcome.moved, 'entry', 'entries')} "
             f"from {plan.source} to {plan.target}, "
-            f"attempts reset{gone}")
+            f"{'attempts reset' if plan.reset else 'bytes unchanged'}{gone}")

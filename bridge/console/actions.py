@@ -36,10 +36,12 @@ from bridge.console.service import ConsoleService, record_id, silence_view
 from bridge.console.views import ActionResult, SilenceCreate, SilenceView
 from bridge.delivery.deliver import Deliverer, Route
 from bridge.delivery.undeliverable import UndeliverableStore, retry_one
-from bridge.redrive import Plan, finish_staged, move_batch
+from bridge.redrive import Plan, finish_staged, move_batch, quarantine_plan
 from bridge.resolves import incident_key
 from bridge.silences import Silence, SilenceFilter, SilenceStore, new_id
 from bridge.sinks.registry import SINKS
+
+QUARANTINE_BATCH = 1000  # entries one console redrive of a quarantine list moves at most
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +134,18 @@ class ConsoleActions:
             moved, failed = moved + ok, failed + (not ok)
         message = f"{moved} of {len(group.jobs)} jobs moved back to their work queue"
         return await self._done(who, "redrive-group", target, moved > 0, message, moved)
+
+    async def redrive_quarantine(self, source: str, who: str) -> ActionResult:
+        """The oldest `QUARANTINE_BATCH` quarantined entries of a DLQ back onto it, byte for byte,
+        as `dlq-bridge redrive QUEUE --quarantine` moves them (one atomic script each)."""
+        if self._service.is_kind(source) or keys.work_queue(source) is None:
+            return await self._done(who, "redrive-quarantine", source, False, f"{source} is not a dead_letter: list")
+        plan = quarantine_plan(source)
+        found = await self._redis.lrange(plan.source, -QUARANTINE_BATCH, -1)
+        raws = [r if isinstance(r, bytes) else r.encode() for r in reversed(found)]
+        moved = await move_batch(self._redis, plan, raws) if raws else 0
+        message = f"{moved} quarantined entries pushed back onto {keys.display(source)}"
+        return await self._done(who, "redrive-quarantine", source, moved > 0, message, moved)
 
     # --- undeliverable --------------------------------------------------------------------
 

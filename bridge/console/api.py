@@ -29,6 +29,7 @@ or the role token's name; with the single token or nobody, the body's
                                                     SearchPage    (newest first; bridge.console.search)
     POST   /api/v1/entry/redrive?source=&id=        ActionResult  (409 when refused)
     POST   /api/v1/group/redrive?sink=&key=         ActionResult
+    POST   /api/v1/quarantine/redrive?source=       ActionResult  (409 when nothing moved)
     POST   /api/v1/undeliverable/{id}/retry         ActionResult
     DELETE /api/v1/undeliverable/{id}               ActionResult
     POST   /api/v1/silences                         SilenceView   201 (400: no matcher / past end)
@@ -152,6 +153,7 @@ def build_api() -> APIRouter:
     router = APIRouter(prefix="/api/v1", tags=["console"], dependencies=[needs("read")])
     _reads(router)
     _lookups(router)
+    _redrives(router)
     _actions(router)
     _exports(router)
     return router
@@ -234,12 +236,7 @@ def _result(result: ActionResult) -> JSONResponse:
     return JSONResponse(result.model_dump(mode="json"), status_code=200 if result.ok else 409)
 
 
-def _actions(router: APIRouter) -> None:
-    @router.get("/whoami", response_model=WhoAmI, responses=_READ_ERRORS)
-    async def whoami(caller: Reader) -> WhoAmI:
-        allowed = sorted(a for a in roles.NEEDS if roles.may(caller.role, a))
-        return WhoAmI(name=caller.name, role=caller.role, via=caller.via, may=allowed)
-
+def _redrives(router: APIRouter) -> None:
     @router.post("/entry/redrive", response_model=ActionResult, responses=_ERRORS)
     async def redrive_entry(c: Con, source: Source, id: EntryId, caller: Annotated[Principal, needs("redrive")],
                             body: Opt = None, who: Who = None) -> JSONResponse:
@@ -249,6 +246,18 @@ def _actions(router: APIRouter) -> None:
     async def redrive_group(c: Con, sink: Sink, key: GroupKey, caller: Annotated[Principal, needs("redrive-group")],
                             body: Opt = None, who: Who = None) -> JSONResponse:
         return _result(await c.actions.redrive_group(sink, key, who_of(body, who, caller)))
+
+    @router.post("/quarantine/redrive", response_model=ActionResult, responses=_ERRORS)
+    async def redrive_quarantine(c: Con, source: Source, caller: Annotated[Principal, needs("redrive")],
+                                 body: Opt = None, who: Who = None) -> JSONResponse:
+        return _result(await c.actions.redrive_quarantine(source, who_of(body, who, caller)))
+
+
+def _actions(router: APIRouter) -> None:
+    @router.get("/whoami", response_model=WhoAmI, responses=_READ_ERRORS)
+    async def whoami(caller: Reader) -> WhoAmI:
+        allowed = sorted(a for a in roles.NEEDS if roles.may(caller.role, a))
+        return WhoAmI(name=caller.name, role=caller.role, via=caller.via, may=allowed)
 
     @router.post("/undeliverable/{record_id}/retry", response_model=ActionResult, responses=_ERRORS)
     async def retry(c: Con, record_id: str, caller: Annotated[Principal, needs("retry")],
