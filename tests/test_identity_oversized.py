@@ -31,7 +31,7 @@ def sinks(pd: str, hook: str) -> list[dict[str, Any]]:
     return [
         {"name": "console", "type": "console"},
         {"name": "pd", "type": "pagerduty", "routing_key": "R" * 32, "events_url": f"{pd}/v2/enqueue",
-         "events_per_minute": 60000},
+         "events_per_minute": 60000, "group_by": "none"},  # per job: the dedup_key is the job id
         {"name": "hook", "type": "webhook", "url": f"{hook}/dlq", "secret": "s3cret-signing-key"},
     ]
 
