@@ -181,8 +181,15 @@ def redrive_staging(source_key: str) -> str:
 
 
 def claims(source_key: str, digest: str) -> str:
-    """Claim counter of one entry (by raw digest), in the source's hash slot."""
+    """Suspect mark of one entry (by raw digest), in the source's hash slot: present once the entry
+    was held by a consumer that died; its value counts the deaths while it ran alone (docs/design.md,
+    section 3b)."""
     return f"{PREFIX}:claims:{source_ref(source_key)}:{digest}"
+
+
+def solo(consumer: str) -> str:
+    """The suspect a consumer is running alone right now: `<digest><source key>` (docs/design.md, 3b)."""
+    return f"{PREFIX}:solo:{consumer}"
 
 
 def encode(key: str) -> bytes:

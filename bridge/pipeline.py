@@ -25,11 +25,9 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-
-from redis.exceptions import RedisError
 
 from bridge import keys
+from bridge.backoff import REDIS_ERRORS, Backoff
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.delivery.worker import Delivery
@@ -42,14 +40,13 @@ from bridge.models import Alert, DeadLetter
 from bridge.offloop import DeadlineExceeded, OffLoop
 from bridge.quarantine import quarantine_alert, quarantine_title
 from bridge.settings import SeveritySettings, SourcesSettings
+from bridge.solo import SoloLane
 from bridge.sources.base import Claimed, Source
 from bridge.sources.kinds import KindSource
 from bridge.summarize.base import Summarizer
 
 log = logging.getLogger(__name__)
 
-REDIS_ERRORS = (RedisError, OSError)
-MAX_BACKOFF_S = 5.0
 INTAKE_THREADS = 4
 CLAIM_BATCH = 16  # entries claimed per script call at most (free worker slots permitting)
 
@@ -61,20 +58,6 @@ def intake(raw: bytes, source_key: str, settings: SourcesSettings) -> DeadLetter
     """
     return prepare(raw, keys.display(source_key), settings)
 DROP_HEARTBEAT_S = 0.5
-
-
-@dataclass
-class Backoff:
-    """Doubling pause for loops that wait out a Redis outage."""
-
-    delay: float = 0.1
-
-    async def wait(self) -> None:
-        await asyncio.sleep(self.delay)
-        self.delay = min(self.delay * 2, MAX_BACKOFF_S)
-
-    def reset(self) -> None:
-        self.delay = 0.1
 
 
 class Pipeline:
@@ -115,7 +98,8 @@ class Pipeline:
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._in_flight: set[asyncio.Task[None]] = set()
         self._held: Counter[tuple[str, bytes]] = Counter()
-        self._suspects: set[tuple[str, bytes]] = set()
+        self._unheld: set[tuple[str, bytes]] = set()
+        self._lane = SoloLane(source, self._redis_down)
         self.processed = 0
         self.last_tick = time.monotonic()
 
@@ -222,7 +206,7 @@ class Pipeline:
         offloop = self._offloop or OffLoop(1)
         self._offloop = offloop
         try:
-            return await offloop.run(job, self._settings.entry_deadline_s)
+            return await self._lane.intake(None, lambda: offloop.run(job, self._settings.entry_deadline_s))
         finally:
             self._show_runaways(offloop.runaways)
 
@@ -264,7 +248,7 @@ class Pipeline:
                 if burst and not self._in_flight and await self._all_empty():
                     return
                 continue
-            for claimed in batch:
+            for claimed in sorted(batch, key=lambda c: c.claims):  # suspects: fewest solo deaths first
                 self.track(asyncio.create_task(self._process_and_release(claimed)))
 
     async def _take_free_slots(self, most: int) -> int:
@@ -328,11 +312,11 @@ class Pipeline:
         in a row are returned, so a claim on its way to a worker is never touched.
         """
         unheld = set((await self._source.own_entries()) - self._held)
-        for source_key, raw in unheld & self._suspects:
+        for source_key, raw in unheld & self._unheld:
             if await self._source.release(source_key, raw):
                 self._metrics.reaped.inc()
                 log.warning("returned an orphaned claim to %s", source_key)
-        self._suspects = unheld
+        self._unheld = unheld
 
     async def _process_until_done(self, claimed: Claimed) -> None:
         backoff = Backoff()
@@ -386,7 +370,7 @@ class Pipeline:
         settings = self._settings
         try:
             job = functools.partial(intake, claimed.raw, claimed.source_key, settings)
-            return await offloop.run(job, settings.entry_deadline_s)
+            return await self._lane.intake(claimed, lambda: offloop.run(job, settings.entry_deadline_s))
         finally:
             self._show_runaways(offloop.runaways)
 
