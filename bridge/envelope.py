@@ -2,7 +2,8 @@
 
 This is the first stage of the intake (`bridge.intake`: normalize → redact →
 fingerprint, docs/design.md sections 1 and 3). `parse_entry` never raises and
-bounds its work: an entry over `max_parse_bytes` is not parsed at all, every
+bounds its work: an entry over `max_parse_bytes` is not parsed into objects (only
+its identity fields are read, streaming: `bridge.identity`), every
 text is cut (ids keep a digest of what was cut) and stripped of control and
 invisible characters, and the payload is pruned to a small JSON value before
 anything else looks at it.
@@ -16,23 +17,26 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from bridge.identity import (
+    ATTEMPT_FIELDS,
+    CORRELATION_FIELDS,
+    ERROR_FIELDS,
+    FAILED_AT_FIELDS,
+    JOB_ID_FIELDS,
+    JOB_NAME_FIELDS,
+    MAX_ERROR_CHARS,
+    read_identity,
+)
 from bridge.keys import queue_of
 from bridge.models import DeadLetter
 from bridge.untrusted import escape_controls, short_digest, strip_invisible
 
 DEFAULT_MAX_PARSE_BYTES = 1024 * 1024
-MAX_ERROR_CHARS = 8192
 MAX_FIELD_CHARS = 512
 MAX_KEY_CHARS = 128
 MAX_DEPTH = 64
 TOO_DEEP = "[TRUNCATED: nested too deeply]"
 
-_JOB_ID_FIELDS = ("job_id", "task_id", "jid", "id")
-_JOB_NAME_FIELDS = ("job_name", "job_type", "class", "name", "func_name")
-_ATTEMPT_FIELDS = ("attempts", "attemptsMade", "retry_count")
-_CORRELATION_FIELDS = ("correlation_id", "correlationId", "request_id", "trace_id")
-_ERROR_FIELDS = ("last_error", "error", "error_message", "failedReason", "exception", "exc_info")
-_FAILED_AT_FIELDS = ("first_failed_at", "failed_at", "failedAt")
 _PAYLOAD_FIELDS = ("params", "payload", "args", "data", "kwargs")
 _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
@@ -81,6 +85,8 @@ def parse_entry(
     digest = raw_digest(raw)
     try:
         obj, parse_error = _decode(raw, max_parse_bytes)
+        if obj is None and len(raw) > max_parse_bytes:
+            return oversized(raw, source_key, digest, parse_error, excerpt_max)
         if obj is None:
             return unparseable(raw, source_key, digest, parse_error, excerpt_max)
         return _from_object(obj, source_key, digest, excerpt_max)
@@ -148,15 +154,28 @@ def unparseable(raw: bytes, source_key: str, digest: str, why: str, excerpt_max:
     )
 
 
+def oversized(raw: bytes, source_key: str, digest: str, why: str, excerpt_max: int) -> DeadLetter:
+    """An entry too large to parse: who it is from a streaming read of its top-level fields
+    (`bridge.identity`, bounded memory), an excerpt of its head, and the reason."""
+    letter = _from_object(read_identity(raw), source_key, digest, excerpt_max)
+    head = unparseable(raw, source_key, digest, why, excerpt_max)
+    return letter.model_copy(update={"payload_excerpt": head.payload_excerpt, "parse_error": why})
+
+
+def identified(found: dict[str, Any], source_key: str, digest: str) -> DeadLetter:
+    """The envelope of the identity fields `bridge.identity` read (no payload excerpt)."""
+    return _from_object(found, source_key, digest, 0)
+
+
 def _from_object(obj: dict[str, Any], source_key: str, digest: str, excerpt_max: int) -> DeadLetter:
     return DeadLetter(
         source_key=clean_id(source_key),
         queue=route_queue(source_key),
         reported_queue=_first_text(obj, ("queue",)),
-        job_id=_first_id(obj, _JOB_ID_FIELDS) or f"sha256:{digest}",
+        job_id=_first_id(obj, JOB_ID_FIELDS) or f"sha256:{digest}",
         job_name=_job_name(obj),
-        attempts=_first_int(obj, _ATTEMPT_FIELDS),
-        correlation_id=_first_id(obj, _CORRELATION_FIELDS),
+        attempts=_first_int(obj, ATTEMPT_FIELDS),
+        correlation_id=_first_id(obj, CORRELATION_FIELDS),
         last_error=_error_text(obj),
         first_failed_at=_failed_at(obj),
         payload_excerpt=_excerpt(obj, excerpt_max),
@@ -191,7 +210,7 @@ def _first_id(obj: dict[str, Any], names: tuple[str, ...]) -> str | None:
 
 def _job_name(obj: dict[str, Any]) -> str | None:
     """`job_name`, `job_type`, `class`, `name`, RQ's `func_name`, or the function of RQ's `description`."""
-    name = _first_text(obj, _JOB_NAME_FIELDS)
+    name = _first_text(obj, JOB_NAME_FIELDS)
     if name is not None:
         return name
     description = _scalar_text(obj.get("description"))
@@ -214,7 +233,7 @@ def _first_int(obj: dict[str, Any], names: tuple[str, ...]) -> int | None:
 
 
 def _error_text(obj: dict[str, Any]) -> str | None:
-    for name in _ERROR_FIELDS:
+    for name in ERROR_FIELDS:
         value = obj.get(name)
         if value is None or value == "" or isinstance(value, bool):
             continue
@@ -231,7 +250,7 @@ def _error_text(obj: dict[str, Any]) -> str | None:
 
 
 def _failed_at(obj: dict[str, Any]) -> str | None:
-    for name in _FAILED_AT_FIELDS:
+    for name in FAILED_AT_FIELDS:
         value = obj.get(name)
         if isinstance(value, int | float) and not isinstance(value, bool):
             seconds = value / 1000 if value > 1e11 else value  # epoch ms (BullMQ) or s

@@ -194,7 +194,7 @@ class KindDrain:
         settings = self._pipeline.settings
         title = quarantine_title(1, settings.entry_deadline_s)
         severity = self._pipeline.severity.for_queue(record.queue)
-        alert = quarantine_alert(record.source_key, entry_digest(record.raw), severity, title)
+        alert = quarantine_alert(record.source_key, record.raw, entry_digest(record.raw), severity, title)
         log.error("an entry of %s ran past the intake deadline", self.source.name)
         await self._pipeline.dispatcher.dispatch(alert)
         self._pipeline.count("quarantined", started)

@@ -386,7 +386,7 @@ class Pipeline:
         One atomic step, so the drain never waits on a sink for it either.
         """
         severity = self._severity.for_queue(keys.queue_of(keys.display(claimed.source_key)))
-        alert = quarantine_alert(claimed.source_key, claimed.digest, severity, title)
+        alert = quarantine_alert(claimed.source_key, claimed.raw, claimed.digest, severity, title)
         log.error("quarantining an entry of %s (%s)", keys.display(claimed.source_key), title)
         routed = [route.sink.name for route in self._dispatcher.routed(alert)]
         await self._hand_off(claimed, alert, routed, quarantine=True)

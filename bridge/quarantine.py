@@ -1,10 +1,12 @@
-"""The static alert of a quarantined entry: built from the source key and digest alone.
+"""The static alert of a quarantined entry: built from the source key, the digest and a bounded read.
 
 An entry whose consumer died or timed out while holding it
 `sources.quarantine_after` times, or whose processing ran past
 `sources.entry_deadline_s`, is never parsed again: it is moved, unparsed, to
 `dlq_bridge:quarantine:<source ref>` and announced by this alert (docs/design.md,
-section 2). Nothing here reads the entry's bytes.
+section 2). Only its first `QUARANTINE_READ_BYTES` are read, streaming and keeping top-level
+scalars only (`bridge.identity.head_identity`), for its job id, name and error (redacted like any
+envelope); without them the job id is `sha256:<digest>`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from __future__ import annotations
 import hashlib
 
 from bridge import keys
-from bridge.models import Alert, DeadLetter, Severity, Summary, SummarySource
+from bridge.envelope import identified
+from bridge.identity import head_identity
+from bridge.models import Alert, Severity, Summary, SummarySource
+from bridge.redact import redact_envelope
 
 FALLBACK_REASON = "quarantined"
 _STEPS = [
@@ -27,18 +32,15 @@ def quarantine_title(claims: int, deadline_s: float | None) -> str:
     return f"Quarantined dead letter: processing failed {claims} times"
 
 
-def quarantine_alert(source_key: str, digest: str, severity: Severity, title: str) -> Alert:
-    """A minimal alert: queue from the (displayed) source key, job id `sha256:<digest>`."""
+def quarantine_alert(source_key: str, raw: bytes, digest: str, severity: Severity, title: str) -> Alert:
+    """A minimal alert: queue from the (displayed) source key; job id, name and error from the head
+    of the entry when it names them, else job id `sha256:<digest>`."""
     shown = keys.display(source_key)
-    queue = keys.queue_of(shown)
-    dead_letter = DeadLetter(
-        source_key=shown,
-        queue=queue,
-        job_id=f"sha256:{digest}",
-        raw_digest=digest,
-        parse_error="quarantined: not parsed",
-        fingerprint=hashlib.sha256(f"quarantine\x1f{shown}".encode()).hexdigest()[:16],
-    )
+    found = identified(head_identity(raw), shown, digest)
+    dead_letter = redact_envelope(found, 0).model_copy(update={
+        "parse_error": "quarantined: not parsed",
+        "fingerprint": hashlib.sha256(f"quarantine\x1f{shown}".encode()).hexdigest()[:16],
+    })
     summary = Summary(
         title=title,
         severity=severity,

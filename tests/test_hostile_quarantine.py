@@ -78,7 +78,7 @@ def test_an_entry_whose_consumer_dies_three_times_is_quarantined_and_alerted(
     assert gateway.calls == 3, "a quarantined entry is never parsed or summarized again"
     body = json.loads(receiver.requests[0].body)
     assert body["summary"]["title"] == "Quarantined dead letter: processing failed 3 times"
-    assert body["job_id"] == f"sha256:{digest(POISON)}" and body["queue"] == "poison"
+    assert body["job_id"] == "poison-1" and body["queue"] == "poison", "named from a bounded read of its head"
     assert body["severity"] == "critical"
 
 
@@ -145,8 +145,8 @@ def test_healthz_and_heartbeat_keep_ticking_while_one_entry_runs_away(
     assert any(body["checks"].get("intake", {}).get("status") == "degraded" for _, _, body in answers)
     assert wait_for(lambda: len(receiver.requests) == 2, 10)
     bodies = {json.loads(r.body)["job_id"]: json.loads(r.body) for r in receiver.requests}
-    assert bodies["calm-1"]["summary"]["title"] != bodies[f"sha256:{digest(runaway)}"]["summary"]["title"]
-    quarantined = bodies[f"sha256:{digest(runaway)}"]
+    assert bodies["calm-1"]["summary"]["title"] != bodies["runaway-1"]["summary"]["title"]
+    quarantined = bodies["runaway-1"]
     assert quarantined["summary"]["title"] == "Quarantined dead letter: processing took over 1 s"
     assert quarantined["queue"] == "hostile" and quarantined["severity"] == "error"
     assert client.lrange(keys.quarantine("dead_letter:hostile"), 0, -1) == [runaway]
