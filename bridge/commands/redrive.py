@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import difflib
+import getpass
 import json
 import sys
 import time
@@ -34,9 +35,12 @@ from bridge.commands.common import (
     plural,
     resolve_source,
 )
-from bridge.envelope import normalize
+from bridge.console.audit import AuditLog
+from bridge.envelope import identified, normalize
+from bridge.identity import head_identity
 from bridge.redis_client import as_cluster
 from bridge.settings import Settings
+from bridge.sources.base import entry_digest
 
 # KEYS[1] source list, KEYS[2] work queue; ARGV[1] the exact entry, ARGV[2] the bytes to push.
 REDRIVE_LUA = """
@@ -54,6 +58,7 @@ EPILOG = """examples:
   dlq-bridge redrive orders --from-archive --limit 100
   dlq-bridge redrive orders --job-id job-42 --job-id job-43
   dlq-bridge redrive dead_letter:{carts}:eu --to {carts}:eu:jobs
+  dlq-bridge redrive orders --quarantine      # quarantined entries back onto dead_letter:orders
 
 Oldest entries move first. Each entry is LPUSHed onto the work queue (the DLQ
 key without `dead_letter:` unless --to is given) with its attempt counter
@@ -77,6 +82,7 @@ class Plan:
     dry_run: bool = False
     limit: int | None = None
     job_ids: frozenset[str] = frozenset()
+    quarantined: bool = False  # from the quarantine list: moved byte for byte, never parsed
 
 
 @dataclass
@@ -94,7 +100,11 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("queue", help="queue name (orders) or DLQ key (dead_letter:orders)")
     add("--to", metavar="KEY", help="work queue key (default: the DLQ key without dead_letter:)")
-    add("--from-archive", action="store_true", help="take entries from dlq_bridge:alerted:<dlq>")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--from-archive", action="store_true", help="take entries from dlq_bridge:alerted:<dlq>")
+    source.add_argument("--quarantine", action="store_true",
+                        help="push quarantined entries (dlq_bridge:quarantine:<dlq>) back onto the DLQ itself, "
+                        "byte for byte, to be alerted on normally (recorded in the audit list)")
     add("--dry-run", action="store_true", help="count and list what would move; change nothing")
     add("--limit", type=int, metavar="N", help="move at most N entries")
     add("--job-id", action="append", default=[], metavar="ID", help="only this job id (repeatable)")
@@ -136,7 +146,7 @@ async def _run(settings: Settings, args: argparse.Namespace, outcome: Outcome) -
         if problem:
             print(f"redrive: {problem}", file=sys.stderr)
             return EXIT_FAILED
-        if not await client.exists(plan.dlq, keys.alerted(plan.dlq), plan.target):
+        if not await client.exists(plan.dlq, keys.alerted(plan.dlq), plan.source, plan.target):
             print(f"redrive: {await no_such_queue(client, plan, settings.sources.match)}", file=sys.stderr)
             return EXIT_NOT_FOUND
         if finished := await finish_staged(client, plan):
@@ -144,6 +154,9 @@ async def _run(settings: Settings, args: argparse.Namespace, outcome: Outcome) -
                   f"in {keys.redrive_staging(plan.dlq)} onto {plan.target}", file=sys.stderr)
         total = int(await client.llen(plan.source))
         await redrive(client, plan, outcome, progress_printer(plan, total))
+        if plan.quarantined and not plan.dry_run:
+            await AuditLog(client).append(f"cli:{getpass.getuser()}", "redrive-quarantine", keys.display(plan.dlq),
+                                          "done", f"{plural(outcome.moved, 'entry', 'entries')} pushed back")
     print(summary_line(plan, outcome))
     missing = sorted(plan.job_ids - outcome.found_ids)
     if missing and not _limit_reached(plan, outcome):
@@ -168,6 +181,9 @@ async def no_such_queue(client: redis.Redis, plan: Plan, match: str) -> str:
 def make_plan(args: argparse.Namespace, match: str) -> Plan | str:
     """The plan, or a usage problem as text."""
     dlq = resolve_source(args.queue, match)
+    if getattr(args, "quarantine", False):
+        return Plan(keys.quarantine(dlq), args.to or dlq, dlq, args.dry_run, args.limit, frozenset(args.job_id),
+                    quarantined=True)
     source = keys.alerted(dlq) if args.from_archive else dlq
     target = args.to or keys.work_queue(dlq)
     if target is None:
@@ -221,14 +237,14 @@ def _select(plan: Plan, outcome: Outcome, raws: list[bytes]) -> list[bytes]:
             break
         outcome.scanned += 1
         if plan.job_ids:
-            found = job_id(raw, plan.dlq)
+            found = _job_id(plan, raw)
             if found not in plan.job_ids:
                 continue
             outcome.found_ids.add(found)
         outcome.matched += 1
         if plan.dry_run:
             if len(outcome.samples) < 10:
-                outcome.samples.append(job_id(raw, plan.dlq))
+                outcome.samples.append(_job_id(plan, raw))
         else:
             batch.append(raw)
     return batch
@@ -238,13 +254,24 @@ def job_id(raw: bytes, dlq: str) -> str:
     return normalize(raw, dlq, excerpt_max=64).job_id
 
 
+def _job_id(plan: Plan, raw: bytes) -> str:
+    """A quarantined entry is never parsed (it may be what killed the bridge): a bounded read of its head."""
+    if plan.quarantined:
+        return identified(head_identity(raw), plan.dlq, entry_digest(raw)).job_id
+    return job_id(raw, plan.dlq)
+
+
+def _pushed(plan: Plan, raw: bytes) -> bytes:
+    return raw if plan.quarantined else reset_attempts(raw)
+
+
 async def _move(client: redis.Redis, plan: Plan, batch: list[bytes]) -> int:
     """Pipelined, but each entry is its own script: atomic one by one."""
     if not same_slot(client, plan):
         return await _move_across_slots(client, plan, batch)
     async with client.pipeline(transaction=False) as pipe:
         for raw in batch:
-            pipe.eval(REDRIVE_LUA, 2, plan.source, plan.target, raw, reset_attempts(raw))
+            pipe.eval(REDRIVE_LUA, 2, plan.source, plan.target, raw, _pushed(plan, raw))
         results = await pipe.execute()
     return sum(int(r) for r in results)
 
@@ -267,8 +294,8 @@ async def _move_across_slots(client: redis.Redis, plan: Plan, batch: list[bytes]
     staging = keys.redrive_staging(plan.dlq)
     async with client.pipeline(transaction=False) as pipe:
         for raw in batch:
-            pipe.eval(REDRIVE_LUA, 2, plan.source, staging, raw, reset_attempts(raw))
-        staged = [reset_attempts(raw) for raw, r in zip(batch, await pipe.execute(), strict=True) if int(r)]
+            pipe.eval(REDRIVE_LUA, 2, plan.source, staging, raw, _pushed(plan, raw))
+        staged = [_pushed(plan, raw) for raw, r in zip(batch, await pipe.execute(), strict=True) if int(r)]
     await _unstage(client, plan.target, staging, staged)
     return len(staged)
 
@@ -331,9 +358,10 @@ def summary_line(plan: Plan, outcome: Outcome) -> str:
         return (f"redrive (dry run): would move {outcome.matched} of {outcome.scanned} scanned "
                 f"entries from {plan.source} to {plan.target}{shown}{more}; nothing changed")
     gone = f" ({outcome.vanished} claimed by the bridge meanwhile)" if outcome.vanished else ""
+    how = "byte for byte" if plan.quarantined else "attempts reset"
     return (f"redrive: moved {plural(outcome.moved, 'entry', 'entries')} "
             f"from {plan.source} to {plan.target}, "
-            f"attempts reset{gone}")
+            f"{how}{gone}")
 
 
 async def move_batch(client: redis.Redis, plan: Plan, batch: list[bytes]) -> int:
