@@ -93,14 +93,6 @@ def outbox(source_key: str) -> str:
     return f"{PREFIX}:outbox:{source_ref(source_key)}"
 
 
-def parse_outbox(key: str) -> str | None:
-    """The source key of an outbox key `dlq_bridge:outbox:<source ref>`; None otherwise."""
-    head = f"{PREFIX}:outbox:"
-    if not key.startswith(head) or len(key) == len(head):
-        return None
-    return source_from_ref(key[len(head) :])
-
-
 @dataclass(frozen=True)
 class SinkQueueKeys:
     """One sink's durable queue; all three keys share the `{<sink>}` slot (docs/design.md, section 5b).

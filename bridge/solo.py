@@ -32,7 +32,7 @@ T = TypeVar("T")
 
 
 class IntakeGate:
-    """Many intakes at once (`shared`), or one alone (`alone`); a waiting `alone` goes first."""
+    """Many intakes at once (`enter_shared`), or one alone (`alone`); a waiting `alone` goes first."""
 
     def __init__(self) -> None:
         self._running = 0
@@ -43,18 +43,17 @@ class IntakeGate:
         self._drained.set()
         self._one = asyncio.Lock()
 
-    @contextlib.asynccontextmanager
-    async def shared(self) -> AsyncIterator[None]:
+    async def enter_shared(self) -> None:
+        """Start a shared intake (pair with `leave_shared`; plain calls: this is the hot path)."""
         while self._wanted:
             await self._open.wait()
         self._running += 1
         self._drained.clear()
-        try:
-            yield
-        finally:
-            self._running -= 1
-            if not self._running:
-                self._drained.set()
+
+    def leave_shared(self) -> None:
+        self._running -= 1
+        if not self._running:
+            self._drained.set()
 
     @contextlib.asynccontextmanager
     async def alone(self) -> AsyncIterator[None]:
@@ -82,8 +81,11 @@ class SoloLane:
     async def intake(self, claimed: Claimed | None, job: Callable[[], Awaitable[T]]) -> T:
         """`job` (an intake) for `claimed`; None (a kind record) or not a suspect: beside the others."""
         if claimed is None or not claimed.suspect:
-            async with self._gate.shared():
+            await self._gate.enter_shared()
+            try:
                 return await job()
+            finally:
+                self._gate.leave_shared()
         async with self._gate.alone():
             log.info("running a suspect of %s alone (its consumer died holding it)", claimed.source_key)
             await self._retry(functools.partial(self._source.run_alone, claimed))
