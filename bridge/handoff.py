@@ -231,13 +231,13 @@ class HandOff:
             if done and parcel is not None:
                 self._forward_soon(outbox, parcel)
             return done
-        target, trim = (keys.quarantine(source), 0) if quarantine else (keys.alerted(source), self._archive_max)
-        names = [keys.processing(source, self._consumer), target, outbox, keys.claims(source, claimed.digest),
-                 *record.keys]
+        # quarantine: the entry, untrimmed, to dlq_bridge:quarantine:<ref> (trim 0) in one script
+        names = [keys.processing(source, self._consumer), keys.quarantine(source), outbox,
+                 keys.claims(source, claimed.digest), *record.keys]
         done = await self._replicas.script(
             self._script,
             keys=[keys.encode(name) for name in names],  # byte-exact: a key name need not be UTF-8
-            args=[claimed.raw, trim, parcel.id if parcel else "", parcel.encode() if parcel else "", *record.args],
+            args=[claimed.raw, 0, parcel.id if parcel else "", parcel.encode() if parcel else "", *record.args],
         )
         if done and parcel is not None:
             self._forward_soon(outbox, parcel)

@@ -93,14 +93,6 @@ def outbox(source_key: str) -> str:
     return f"{PREFIX}:outbox:{source_ref(source_key)}"
 
 
-def parse_outbox(key: str) -> str | None:
-    """The source key of an outbox key `dlq_bridge:outbox:<source ref>`; None otherwise."""
-    head = f"{PREFIX}:outbox:"
-    if not key.startswith(head) or len(key) == len(head):
-        return None
-    return source_from_ref(key[len(head) :])
-
-
 @dataclass(frozen=True)
 class SinkQueueKeys:
     """One sink's durable queue; all three keys share the `{<sink>}` slot (docs/design.md, section 5b).
@@ -181,8 +173,15 @@ def redrive_staging(source_key: str) -> str:
 
 
 def claims(source_key: str, digest: str) -> str:
-    """Claim counter of one entry (by raw digest), in the source's hash slot."""
+    """Suspect mark of one entry (by raw digest), in the source's hash slot: present once the entry
+    was held by a consumer that died; its value counts the deaths while it ran alone (docs/design.md,
+    section 3b)."""
     return f"{PREFIX}:claims:{source_ref(source_key)}:{digest}"
+
+
+def solo(consumer: str) -> str:
+    """The suspect a consumer is running alone right now: `<digest><source key>` (docs/design.md, 3b)."""
+    return f"{PREFIX}:solo:{consumer}"
 
 
 def encode(key: str) -> bytes:

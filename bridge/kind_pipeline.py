@@ -188,14 +188,16 @@ class KindDrain:
         return leave_note(alert, routes)
 
     async def _static_alert(self, record: KindRecord, started: float) -> None:
-        """Intake ran past its deadline: a static alert (the record is acknowledged; its store keeps it)."""
-        settings = self._pipeline.settings
-        title = quarantine_title(1, settings.entry_deadline_s)
-        severity = self._pipeline.severity.for_queue(record.queue)
+        """Intake ran past its deadline: a static alert, handed off and archived like any record's
+        (never sent from the drain); the record is then acknowledged, and its own store keeps it."""
+        pipeline = self._pipeline
+        title = quarantine_title(1, pipeline.settings.entry_deadline_s)
+        severity = pipeline.severity.for_queue(record.queue)
         alert = quarantine_alert(record.source_key, entry_digest(record.raw), severity, title, record.raw)
         log.error("an entry of %s ran past the intake deadline", self.source.name)
-        await self._pipeline.dispatcher.dispatch(alert)
-        self._pipeline.count("quarantined", started)
+        routes = [route.sink.name for route in pipeline.dispatcher.routed(alert)]
+        await pipeline.handoff.finish_kind(self.source.name, record.raw, alert, routes)
+        pipeline.count("quarantined", started)
 
 
 def why_unreadable(exc: BaseException) -> str:

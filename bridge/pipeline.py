@@ -1,19 +1,12 @@
 """The pipeline loop: claim → normalize → summarize → hand-off (finish).
 
-The hand-off archives the entry and queues its alert for every routed sink
-in one step; each sink's worker (`bridge.delivery.worker`) then delivers at
-its own pace, so the drain never waits on a sink (docs/design.md, section 5b).
-
-One claimer takes entries only while a worker slot is free, so in-flight work
-(and memory) is bounded by `sources.concurrency`. Upkeep loops (heartbeat,
-rescan, reaper) log their errors and keep going.
-
-Intake (normalize, redact, fingerprint) runs on daemon threads with a deadline
-(`sources.entry_deadline_s`), so the event loop only waits. An entry claimed
-more than `sources.quarantine_after` times without being finished (its consumer
-died or timed out while holding it), or whose intake runs past the deadline,
-is quarantined: a static alert goes to the sinks, then the entry moves, unparsed,
-to `dlq_bridge:quarantine:<source ref>` (docs/design.md, sections 2 and 7).
+The hand-off archives the entry and queues its alert for every routed sink in one step; the sink
+workers (`bridge.delivery.worker`) deliver at their own pace, so the drain never waits on a sink.
+Claims take a worker slot (`bridge.slots`), so in-flight work is bounded by `sources.concurrency`.
+Intake runs on daemon threads under `sources.entry_deadline_s`, through the solo lane
+(`bridge.solo`: a suspect's intake runs alone). An entry whose solo deaths reached
+`sources.quarantine_after`, or whose intake ran past the deadline, is quarantined: a static alert
+is handed off as the entry moves, unparsed, to `dlq_bridge:quarantine:<ref>` (docs/design.md, 3).
 """
 
 from __future__ import annotations
@@ -25,12 +18,13 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 
 from bridge import keys
+from bridge.backoff import Backoff
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.delivery.workers import Delivery
+from bridge.depths import DepthView
 from bridge.errors import REDIS_ERRORS
 from bridge.handoff import HandOff
 from bridge.health import Health, Status
@@ -39,17 +33,19 @@ from bridge.kind_pipeline import KindDrain
 from bridge.metrics import Metrics
 from bridge.models import Alert, DeadLetter
 from bridge.offloop import DeadlineExceeded, OffLoop
+from bridge.periodic import every
 from bridge.quarantine import quarantine_alert, quarantine_title
 from bridge.redact import redact_key_name
 from bridge.redis_memory import RedisMemory, is_full_error
 from bridge.settings import SeveritySettings, SourcesSettings
+from bridge.slots import Slots
+from bridge.solo import SoloLane
 from bridge.sources.base import Claimed, Source
 from bridge.sources.kinds import KindSource
 from bridge.summarize.base import Summarizer
 
 log = logging.getLogger(__name__)
 
-MAX_BACKOFF_S = 5.0
 INTAKE_THREADS = 4
 CLAIM_BATCH = 16  # entries claimed per script call at most (free worker slots permitting)
 
@@ -61,20 +57,6 @@ def intake(raw: bytes, source_key: str, settings: SourcesSettings) -> DeadLetter
     """
     return prepare(raw, keys.display(source_key), settings)
 DROP_HEARTBEAT_S = 0.5
-
-
-@dataclass
-class Backoff:
-    """Doubling pause for loops that wait out a Redis outage."""
-
-    delay: float = 0.1
-
-    async def wait(self) -> None:
-        await asyncio.sleep(self.delay)
-        self.delay = min(self.delay * 2, MAX_BACKOFF_S)
-
-    def reset(self) -> None:
-        self.delay = 0.1
 
 
 class Pipeline:
@@ -113,11 +95,12 @@ class Pipeline:
         self._runbook_url = runbook_url
         self._severity = severity or SeveritySettings()
         self._offloop: OffLoop | None = None
-        self._depth_labels: dict[str, int] = {}
-        self._slots = asyncio.Semaphore(settings.concurrency)
+        self._depths = DepthView(metrics, health)
+        self._slots = Slots(settings.concurrency, self._busy_tick)
         self._in_flight: set[asyncio.Task[None]] = set()
         self._held: Counter[tuple[str, bytes]] = Counter()
-        self._suspects: set[tuple[str, bytes]] = set()
+        self._unheld: set[tuple[str, bytes]] = set()
+        self._lane = SoloLane(source, self._redis_down)
         self.processed = 0
         self.last_tick = time.monotonic()
 
@@ -210,7 +193,7 @@ class Pipeline:
         return self._handoff
 
     async def acquire_slot(self, stop: asyncio.Event) -> bool:
-        return await self._acquire_slot(stop)
+        return await self._slots.acquire(stop)
 
     def release_slot(self) -> None:
         self._slots.release()
@@ -219,12 +202,12 @@ class Pipeline:
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
 
-    async def run_intake(self, job: Callable[[], DeadLetter]) -> DeadLetter:
-        """Intake on a thread under `entry_deadline_s` (raises DeadlineExceeded)."""
+    async def run_intake(self, job: Callable[[], DeadLetter], claimed: Claimed | None = None) -> DeadLetter:
+        """Intake on a thread under `entry_deadline_s` (DeadlineExceeded), through the solo lane."""
         offloop = self._offloop or OffLoop(1)
         self._offloop = offloop
         try:
-            return await offloop.run(job, self._settings.entry_deadline_s)
+            return await self._lane.intake(claimed, lambda: offloop.run(job, self._settings.entry_deadline_s))
         finally:
             self._show_runaways(offloop.runaways)
 
@@ -232,7 +215,7 @@ class Pipeline:
         return await self._alert_for(dead_letter)
 
     async def record_error(self, source_key: str, digest: str, exc: Exception) -> None:
-        """A record that failed in the pipeline: kept in the undeliverable store (as for list entries)."""
+        """An entry or record that failed in the pipeline: kept in the undeliverable store."""
         record = {
             "sink": "pipeline",
             "error": f"pipeline error: {type(exc).__name__}",
@@ -250,51 +233,27 @@ class Pipeline:
 
     async def _claim_loop(self, stop: asyncio.Event, burst: bool) -> None:
         backoff = Backoff()
-        while await self._acquire_slot(stop):
-            slots = 1 + await self._take_free_slots(CLAIM_BATCH - 1)
+        while await self._slots.acquire(stop):
+            slots = 1 + await self._slots.take_free(CLAIM_BATCH - 1)
             try:
                 batch = await self._source.claim_batch(slots)
             except REDIS_ERRORS as exc:
-                self._release_slots(slots)
+                self._slots.release(slots)
                 self._redis_down(exc)
                 await backoff.wait()
                 continue
             self._tick()
             backoff.reset()
-            self._release_slots(slots - len(batch))
+            self._slots.release(slots - len(batch))
             if not batch:
                 if burst and not self._in_flight and await self._all_empty():
                     return
                 continue
-            for claimed in batch:
+            for claimed in sorted(batch, key=lambda c: c.claims):  # suspects: fewest solo deaths first
                 self.track(asyncio.create_task(self._process_and_release(claimed)))
 
-    async def _take_free_slots(self, most: int) -> int:
-        """Worker slots free right now (up to `most`): acquire() on a free semaphore never waits."""
-        taken = 0
-        while taken < most and not self._slots.locked():
-            await self._slots.acquire()
-            taken += 1
-        return taken
-
-    def _release_slots(self, n: int) -> None:
-        for _ in range(n):
-            self._slots.release()
-
-    async def _acquire_slot(self, stop: asyncio.Event) -> bool:
-        """Wait for a free worker slot, ticking while busy; False once `stop` is set."""
-        while not stop.is_set():
-            try:
-                async with asyncio.timeout(1.0):  # no task per claim, unlike wait_for on 3.11
-                    await self._slots.acquire()
-            except TimeoutError:
-                self.last_tick = time.monotonic()
-                continue
-            if stop.is_set():
-                self._slots.release()
-                return False
-            return True
-        return False
+    def _busy_tick(self) -> None:  # no free slot for a second: the loop still lives
+        self.last_tick = time.monotonic()
 
     @property
     def in_flight(self) -> int:
@@ -330,11 +289,11 @@ class Pipeline:
         in a row are returned, so a claim on its way to a worker is never touched.
         """
         unheld = set((await self._source.own_entries()) - self._held)
-        for source_key, raw in unheld & self._suspects:
+        for source_key, raw in unheld & self._unheld:
             if await self._source.release(source_key, raw):
                 self._metrics.reaped.inc()
                 log.warning("returned an orphaned claim to %s", source_key)
-        self._suspects = unheld
+        self._unheld = unheld
 
     async def _process_until_done(self, claimed: Claimed) -> None:
         backoff = Backoff()
@@ -351,16 +310,8 @@ class Pipeline:
                 return
 
     async def _record_pipeline_error(self, claimed: Claimed, exc: Exception) -> None:
-        record = {
-            "sink": "pipeline",
-            "error": f"pipeline error: {type(exc).__name__}",
-            "source_key": redact_key_name(claimed.source_key),
-            "raw_digest": claimed.digest,
-            "at": time.time(),
-        }
-        await self._undeliverable.push(record)
+        await self.record_error(claimed.source_key, claimed.digest, exc)
         await self._finish(claimed)
-        self._metrics.entries.labels("error").inc()
 
     async def process(self, claimed: Claimed) -> None:
         """One entry end to end; Redis outages are waited out, the entry is kept."""
@@ -382,15 +333,8 @@ class Pipeline:
         self.processed += 1
 
     async def _normalize(self, claimed: Claimed) -> DeadLetter:
-        """Intake on a thread, so the loop (heartbeat, /healthz) never waits on one entry."""
-        offloop = self._offloop or OffLoop(1)
-        self._offloop = offloop
-        settings = self._settings
-        try:
-            job = functools.partial(intake, claimed.raw, claimed.source_key, settings)
-            return await offloop.run(job, settings.entry_deadline_s)
-        finally:
-            self._show_runaways(offloop.runaways)
+        return await self.run_intake(functools.partial(intake, claimed.raw, claimed.source_key, self._settings),
+                                     claimed)
 
     def _show_runaways(self, runaways: int) -> None:
         if runaways:
@@ -420,21 +364,17 @@ class Pipeline:
 
     async def _hand_off(self, claimed: Claimed, alert: Alert, routed: list[str], *, quarantine: bool = False) -> None:
         """Archive (or quarantine) the entry and queue its alert for every routed sink, in one step."""
-        backoff = Backoff()
-        while True:
-            try:
-                if not await self._handoff.finish(claimed, alert, routed, quarantine=quarantine):
-                    log.info("entry %s was reaped while in flight; it will be re-processed", claimed.source_key)
-                return
-            except REDIS_ERRORS as exc:
-                self._redis_down(exc)
-                await backoff.wait()
+        await self._until_done(claimed, lambda: self._handoff.finish(claimed, alert, routed, quarantine=quarantine))
 
     async def _finish(self, claimed: Claimed) -> None:
+        await self._until_done(claimed, lambda: self._source.finish(claimed))
+
+    async def _until_done(self, claimed: Claimed, step: Callable[[], Awaitable[bool]]) -> None:
+        """`step` (a finish of `claimed`), Redis outages waited out; False: it was reaped meanwhile."""
         backoff = Backoff()
         while True:
             try:
-                if not await self._source.finish(claimed):
+                if not await step():
                     log.info("entry %s was reaped while in flight; it will be re-processed", claimed.source_key)
                 return
             except REDIS_ERRORS as exc:
@@ -443,59 +383,17 @@ class Pipeline:
 
     async def _rescan(self) -> None:
         await self._source.rescan()
-        self._show_depths({**await self._source.depths(), **await self._kind_depths()})
-        self._show_waiting(self._source.waiting())
+        self._depths.show({**await self._source.depths(), **await self._depths.kind_depths(self._kinds)})
+        self._depths.show_waiting(self._source.waiting())
         if self._offloop is not None:
             self._show_runaways(self._offloop.runaways)  # a runaway may end while the DLQs are idle
         self._metrics.processing_depth.set(len(self._in_flight))
         # Read from Redis (it sets the gauge): other processes add and retry records too.
         await self._undeliverable.depth()
 
-    async def _kind_depths(self) -> dict[str, int]:
-        """Depth per kind source, by source name; a source that cannot answer keeps its last value."""
-        depths: dict[str, int] = {}
-        for source in self._kinds:
-            try:
-                rescan = getattr(source, "rescan", None)
-                if rescan is not None:
-                    await rescan()  # watched kinds: new BullMQ / RQ queues
-                depths[source.name] = await source.depth()
-            except Exception as exc:
-                log.warning("depth of source %s unavailable (%s)", source.name, type(exc).__name__)
-                if source.name in self._depth_labels:
-                    depths[source.name] = self._depth_labels[source.name]
-        return depths
-
-    def _show_depths(self, depths: dict[str, int]) -> None:
-        """One depth series per tracked DLQ; a series leaves with its DLQ (sticky window, cap)."""
-        shown = {redact_key_name(source): depth for source, depth in depths.items()}
-        for label in set(self._depth_labels) - set(shown):
-            self._metrics.dlq_depth.remove(label)
-        for label, depth in shown.items():
-            if self._depth_labels.get(label) != depth:
-                self._metrics.dlq_depth.labels(label).set(depth)
-        self._depth_labels = shown
-
-    def _show_waiting(self, waiting: int) -> None:
-        self._metrics.sources_tracked.set(len(self._depth_labels))
-        self._metrics.sources_waiting.set(waiting)
-        if waiting:
-            detail = f"{waiting} DLQs over sources.max_sources wait for their turn"
-            self._health.set("sources", Status.DEGRADED, detail)
-        else:
-            self._health.set("sources", Status.OK, f"{len(self._depth_labels)} tracked")
-
     async def _every(self, interval: float, job: Callable[[], Awaitable[object]], stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                await job()
-                self._health.set("redis", Status.OK)
-            except REDIS_ERRORS as exc:
-                self._redis_down(exc)
-            except Exception:
-                log.exception("upkeep task %s failed; it keeps running", getattr(job, "__name__", job))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=interval)
+        await every(interval, job, stop, what=f"upkeep task {getattr(job, '__name__', job)}",
+                    on_success=lambda: self._health.set("redis", Status.OK), on_redis_error=self._redis_down)
 
     def _tick(self) -> None:
         self.last_tick = time.monotonic()

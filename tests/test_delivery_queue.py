@@ -121,7 +121,6 @@ def test_every_script_touches_one_cluster_slot() -> None:
     for source in ("dead_letter:orders", "dead_letter:{carts}:eu"):
         handoff = [keys.processing(source, "pod-1"), keys.alerted(source), keys.outbox(source)]
         assert len({key_slot(k.encode()) for k in handoff}) == 1, handoff
-        assert keys.parse_outbox(keys.outbox(source)) == source
     queue = keys.sink_queue("slack")
     assert len({key_slot(k.encode()) for k in (queue.ready, queue.leased, queue.items)}) == 1
     ledger = keys.delivered("slack", "orders:job-1", "0123456789abcdef")

@@ -88,4 +88,3 @@ def test_every_derived_key_hashes_to_the_dlq_slot_and_parses_back(tail: str) -> 
         assert key_slot(keys.encode(name)) == slot, name
     assert keys.parse_processing(keys.processing(source, "c-1")) == keys.ProcessingKey(source, "c-1")
     assert keys.parse_alerted(keys.alerted(source)) == source
-    assert keys.parse_outbox(keys.outbox(source)) == source

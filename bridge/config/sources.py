@@ -51,8 +51,9 @@ class ListSourcesSettings(Section):
     quarantine_after: int = Field(
         default=3,
         ge=1,
-        description="Claims an entry may die or time out in; on the next claim it moves, unparsed, to "
-        "`dlq_bridge:quarantine:<ref>` with a static alert.",
+        description="Deaths (or stalls) of its consumer while the entry ran alone; on the next claim it moves, "
+        "unparsed, to `dlq_bridge:quarantine:<ref>` with a static alert. Deaths while it was one of several "
+        "held make it a suspect only.",
     )
     entry_deadline_s: float = Field(
         default=30.0,

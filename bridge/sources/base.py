@@ -18,16 +18,18 @@ def entry_digest(raw: bytes) -> str:
 class Claimed:
     """One entry taken from a DLQ into this consumer's processing list.
 
-    `source_key` is byte-exact (`bridge.keys.decode`); `claims` counts how often
-    this entry came back to its DLQ because the consumer holding it died or
-    stalled (returned by recovery or the reaper; docs/design.md, section 3b).
-    Identical entries claimed side by side do not count against each other.
+    `source_key` is byte-exact (`bridge.keys.decode`). `suspect`: a consumer died
+    (or stalled) while holding this entry, so it runs alone (`bridge.solo`); `claims`
+    counts the deaths while it ran alone, the only deaths held against an entry
+    (docs/design.md, section 3b). Identical entries claimed side by side do not count
+    against each other.
     """
 
     source_key: str
     raw: bytes
     claimed_at: float = field(default=0.0, compare=False)
     claims: int = field(default=0, compare=False)
+    suspect: bool = field(default=False, compare=False)
 
     @functools.cached_property
     def digest(self) -> str:
@@ -62,6 +64,12 @@ class Source(Protocol):
     async def release(self, source_key: str, raw: bytes) -> bool:
         """Atomically return one claimed entry to its DLQ (an orphaned claim)."""
         ...
+
+    async def run_alone(self, claimed: Claimed) -> None:
+        """Note that `claimed` runs alone now: a death before `ran_alone` is held against it."""
+        ...
+
+    async def ran_alone(self) -> None: ...
 
     async def heartbeat(self) -> None: ...
 

@@ -2,7 +2,8 @@
 
 Claim:   one Lua script: up to n × LMOVE <dlq> <processing> RIGHT LEFT (a batch), then one
          MGET of the batch's claim counters (both on the source's slot); BLMOVE when idle
-Count:   INCR + EXPIRE of the entry's claim counter when an entry is returned
+Count:   the entries of a dead consumer come back as suspects (their counter key set); the death
+         counts against the one suspect it ran alone, if any (`return_held`)
 Finish:  one Lua script: LREM processing → LPUSH archive → LTRIM archive → DEL counter
 Quarantine: one Lua script: LREM processing → LPUSH quarantine → DEL counter
 Return:  LMOVE <processing> <dlq> LEFT RIGHT, one entry at a time
@@ -139,7 +140,9 @@ class RedisListSource:
         claimed_at = time.monotonic()
         self._tracker.heat(source, claimed_at)
         counters = await self._redis.mget([keys.encode(keys.claims(source, entry_digest(raw))) for raw in raws])
-        return [Claimed(source, raw, claimed_at, int(n or 0)) for raw, n in zip(raws, counters, strict=True)]
+        return [
+            Claimed(source, raw, claimed_at, int(n or 0), n is not None) for raw, n in zip(raws, counters, strict=True)
+        ]
 
     async def _idle_claim(self) -> Claimed | None:
         """No hot DLQ: probe a few cold ones, then block briefly on the next."""
@@ -173,12 +176,12 @@ class RedisListSource:
         return raw
 
     async def _claimed(self, source: str, value: bytes | str) -> Claimed:
-        """The claim, with how often the entry was returned after its consumer died (`return_entries`)."""
+        """The claim, with its suspect mark and solo deaths (`return_held`)."""
         raw = as_bytes(value)
         claimed_at = time.monotonic()
         self._tracker.heat(source, claimed_at)
-        returned = await self._redis.get(keys.encode(keys.claims(source, entry_digest(raw))))
-        return Claimed(source, raw, claimed_at, int(returned or 0))
+        deaths = await self._redis.get(keys.encode(keys.claims(source, entry_digest(raw))))
+        return Claimed(source, raw, claimed_at, int(deaths or 0), deaths is not None)
 
     async def finish(self, claimed: Claimed) -> bool:
         """Archive the entry; False when it was no longer in our processing list."""
@@ -208,27 +211,41 @@ class RedisListSource:
         return bool(moved)
 
     async def recover_own(self) -> int:
-        """Return everything in this consumer's processing lists to the DLQs."""
-        moved = 0
-        async for key in self._processing_keys():
-            parsed = keys.parse_processing(key)
-            if parsed is not None and parsed.consumer == self.consumer:
-                moved += await return_entries(self._redis, key, parsed.source_key)
-        return moved
+        """Return everything in this consumer's processing lists to the DLQs (a previous run died)."""
+        lists = [(key, source) for consumer, key, source in await self._held_lists() if consumer == self.consumer]
+        return await return_held(self._redis, self.consumer, lists)
 
     async def reap(self) -> int:
         """Return entries of consumers whose heartbeat expired (even never-seen ids)."""
+        by_consumer: dict[str, list[tuple[str, str]]] = {}
+        for consumer, key, source in await self._held_lists():
+            if consumer != self.consumer:
+                by_consumer.setdefault(consumer, []).append((key, source))
         moved = 0
-        async for key in self._processing_keys():
-            parsed = keys.parse_processing(key)
-            if parsed is None or parsed.consumer == self.consumer:
-                continue
-            if not await self._redis.exists(keys.heartbeat(parsed.consumer)):
-                count = await return_entries(self._redis, key, parsed.source_key)
+        for consumer, lists in by_consumer.items():
+            if not await self._redis.exists(keys.heartbeat(consumer)):
+                count = await return_held(self._redis, consumer, lists)
                 if count:
-                    log.warning("reaped %d entries of dead consumer %s", count, parsed.consumer)
+                    log.warning("reaped %d entries of dead consumer %s", count, consumer)
                 moved += count
         return moved
+
+    async def _held_lists(self) -> list[tuple[str, str, str]]:
+        """(consumer, processing key, source key) of every processing list."""
+        found = []
+        async for key in self._processing_keys():
+            parsed = keys.parse_processing(key)
+            if parsed is not None:
+                found.append((parsed.consumer, key, parsed.source_key))
+        return found
+
+    async def run_alone(self, claimed: Claimed) -> None:
+        """Note the suspect this consumer runs alone: a death before `ran_alone` is held against it."""
+        note = claimed.digest.encode() + keys.encode(claimed.source_key)
+        await self._redis.set(keys.solo(self.consumer), note, ex=CLAIMS_TTL_S)
+
+    async def ran_alone(self) -> None:
+        await self._redis.delete(keys.solo(self.consumer))
 
     async def _processing_keys(self, match: str = keys.PROCESSING_MATCH) -> AsyncIterator[str]:
         async for key in self._redis.scan_iter(match=match, count=1000, _type="list"):
@@ -257,21 +274,49 @@ def as_bytes(value: bytes | str) -> bytes:
     return value if isinstance(value, bytes) else value.encode("utf-8")
 
 
-async def return_entries(client: redis.Redis, processing_key: str, source_key: str) -> int:
-    """Move a processing list back to the right end of its DLQ, oldest claim last-out.
+async def return_held(client: redis.Redis, consumer: str, lists: list[tuple[str, str]]) -> int:
+    """Return a dead (or stalled) consumer's processing lists (`(processing key, source key)`) to the
+    right end of their DLQs, oldest claim last-out, each entry marked a suspect.
 
-    Each returned entry's consumer died or stalled holding it: that is counted per entry
-    (`dlq_bridge:claims:<ref>:<digest>`), and the pipeline quarantines an entry returned
-    `sources.quarantine_after` times. A crash between the move and the count leaves one
-    return uncounted, never an entry lost.
+    The death is held against one entry at most (its suspect counter, `dlq_bridge:claims:<ref>:<digest>`,
+    goes up by one): the suspect the consumer noted it ran alone (`keys.solo`), else the only entry it
+    held. Every other entry was a bystander: it is a suspect now, its count unchanged, and runs alone
+    next time (docs/design.md, section 3b). The pipeline quarantines an entry once its count reaches
+    `sources.quarantine_after`. A crash between the moves and the marks leaves them unmarked (an
+    under-count), never an entry lost.
     """
-    moved = 0
+    alone = await client.getdel(keys.encode(keys.solo(consumer)))
+    returned: dict[str, list[bytes]] = {}
+    for processing_key, source_key in lists:
+        returned.setdefault(source_key, []).extend(await _move_back(client, processing_key, source_key))
+    total = sum(len(raws) for raws in returned.values())
+    convicted = _convicted(as_bytes(alone) if alone else b"", returned, total)
+    for source_key, raws in returned.items():
+        async with client.pipeline(transaction=False) as pipe:
+            for raw in raws:
+                counter = keys.encode(keys.claims(source_key, entry_digest(raw)))
+                pipe.incrby(counter, 1 if (source_key, raw) == convicted else 0)
+                pipe.expire(counter, CLAIMS_TTL_S)
+            await pipe.execute()
+    return total
+
+
+def _convicted(alone: bytes, returned: dict[str, list[bytes]], total: int) -> tuple[str, bytes] | None:
+    """The entry a death is held against: the noted solo suspect if it was still held, else a lone entry."""
+    if alone:
+        digest, source_key = alone[:16].decode("ascii", "replace"), keys.decode(alone[16:])
+        for raw in returned.get(source_key, []):
+            if entry_digest(raw) == digest:
+                return source_key, raw
+    if total == 1:
+        source_key, raws = next((s, r) for s, r in returned.items() if r)
+        return source_key, raws[0]
+    return None
+
+
+async def _move_back(client: redis.Redis, processing_key: str, source_key: str) -> list[bytes]:
+    moved: list[bytes] = []
     source, processing = keys.encode(source_key), keys.encode(processing_key)
     while (raw := await client.lmove(processing, source, "LEFT", "RIGHT")) is not None:  # type: ignore[arg-type]
-        moved += 1
-        counter = keys.encode(keys.claims(source_key, entry_digest(as_bytes(raw))))
-        async with client.pipeline(transaction=False) as pipe:
-            pipe.incr(counter)
-            pipe.expire(counter, CLAIMS_TTL_S)
-            await pipe.execute()
+        moved.append(as_bytes(raw))
     return moved

@@ -119,3 +119,46 @@ async def test_a_pipeline_error_on_a_record_is_recorded_and_the_record_acked(
     assert source.acked == ["a"], "not retried forever: recorded, then acknowledged"
     [stored] = await aredis.lrange(keys.UNDELIVERABLE, 0, -1)
     assert json.loads(stored)["error"] == "pipeline error: ValueError"
+
+
+async def test_a_record_past_the_intake_deadline_is_handed_off_and_archived_never_sent_from_the_drain(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    from bridge import kind_pipeline
+
+    release = threading.Event()
+    real = kind_pipeline.kind_intake
+
+    def stuck(record: KindRecord, settings: SourcesSettings) -> object:
+        if record.job_id == "stuck":
+            release.wait(5)
+        return real(record, settings)
+
+    monkeypatch.setattr(kind_pipeline, "kind_intake", stuck)
+    source = FakeKind([fake_record("stuck")])
+    hook = Receiver()
+    try:
+        async with serve(hook.app) as url:
+            settings = make_settings(sources={"match": "", "entry_deadline_s": 0.3},
+                                     sinks=[{"name": "hook", "type": "webhook", "url": f"{url}/in", "secret": "s"}])
+            async with open_runtime(settings, stdout=io.StringIO()) as runtime:
+                stop = asyncio.Event()
+                delivery = asyncio.create_task(runtime.delivery.run(stop))
+                await KindDrain(source, runtime.pipeline).run(asyncio.Event(), burst=True)
+                await runtime.pipeline.drain_in_flight()
+                assert source.acked == ["stuck"], "acknowledged after its hand-off"
+                deadline = time.monotonic() + 10
+                while not hook.requests and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                stop.set()
+                await delivery
+    finally:
+        release.set()
+    [archived] = await aredis.lrange(keys.alerted("fake"), 0, -1)
+    assert json.loads(archived)["job_id"] == "stuck", "archived like any finished record"
+    [sent] = hook.requests
+    body = json.loads(sent.body)
+    assert body["job_id"] == "stuck" and body["summary"]["title"].startswith("Quarantined dead letter")
