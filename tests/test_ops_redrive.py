@@ -80,30 +80,6 @@ def test_limit_and_job_id(clean_redis: redis.Redis, config: Path, capsys: pytest
     assert code == 4 and "no entry of dead_letter:orders has job id no-such-job (2 entries scanned)" in out
 
 
-def test_quarantined_entries_go_back_onto_their_dlq_byte_for_byte_and_the_move_is_audited(
-    clean_redis: redis.Redis, config: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    quarantine = keys.quarantine("dead_letter:orders")
-    push_jobs(clean_redis, quarantine, 2)
-    clean_redis.lpush(quarantine, b"\xff not json")
-    before = clean_redis.lrange(quarantine, 0, -1)
-    code, out = redrive(config, capsys, "orders", "--quarantine", "--dry-run")
-    assert code == 0 and "job ids: job-0, job-1, sha256:" in out and clean_redis.llen(quarantine) == 3
-    code, out = redrive(config, capsys, "orders", "--quarantine", "--job-id", "job-1")
-    assert code == 0, out
-    assert clean_redis.lrange("dead_letter:orders", 0, -1) == [before[1]], "byte for byte, attempts kept"
-    code, out = redrive(config, capsys, "orders", "--quarantine")
-    assert code == 0 and "moved 2 entries from dlq_bridge:quarantine:" in out and "byte for byte" in out
-    assert clean_redis.llen(quarantine) == 0
-    assert sorted(clean_redis.lrange("dead_letter:orders", 0, -1)) == sorted(before)
-    records = [json.loads(r) for r in clean_redis.lrange(keys.AUDIT, 0, -1)]
-    assert [(r["action"], r["target"], r["detail"]) for r in records] == [
-        ("redrive-quarantine", "dead_letter:orders", "2 entries pushed back"),
-        ("redrive-quarantine", "dead_letter:orders", "1 entry pushed back"),
-    ]
-    assert all(r["who"].startswith("cli:") for r in records)
-
-
 def test_from_archive_and_custom_target(
     clean_redis: redis.Redis, config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -161,4 +161,4 @@ async def test_a_record_past_the_intake_deadline_is_handed_off_and_archived_neve
     assert json.loads(archived)["job_id"] == "stuck", "archived like any finished record"
     [sent] = hook.requests
     body = json.loads(sent.body)
-    assert body["job_id"] == "stuck" and body["summary"]["title"].startswith("Quarantined dead letter")
+    assert body["job_id"] == "quarantined:stuck" and body["summary"]["title"].startswith("Quarantined dead letter")
