@@ -60,8 +60,8 @@ _CLAIMS = re.compile(
 )
 
 
-def load_corpus(limit: int | None = None) -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = json.loads(CORPUS.read_text(encoding="utf-8"))
+def load_corpus(limit: int | None = None, every: int = 1) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = json.loads(CORPUS.read_text(encoding="utf-8"))[::every]
     return entries[:limit] if limit else entries
 
 
@@ -174,7 +174,7 @@ async def run_config(config: str, entries: list[dict[str, Any]], args: argparse.
 
 
 async def main(args: argparse.Namespace) -> None:
-    entries = load_corpus(args.limit)
+    entries = load_corpus(args.limit, args.every)
     print(f"corpus: {len(entries)} real failures; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
           f"response_format {args.response_format}; model threads {args.threads}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="dlq-bench-quality-"))
@@ -198,6 +198,7 @@ if __name__ == "__main__":
     parser.add_argument("--config", nargs="+", default=["fallback", "direct:qwen15"],
                         help="fallback, direct:<model>, gateway:<model> (models: qwen15, qwen05)")
     parser.add_argument("--limit", type=int, default=None, help="first N corpus entries only")
+    parser.add_argument("--every", type=int, default=1, help="every Nth corpus entry (a spread-out sample)")
     parser.add_argument("--response-format", default="json_schema", choices=["json_schema", "json_object", "none"])
     parser.add_argument("--timeout", type=float, default=180.0, help="openclaw.timeout_s (quality, not latency)")
     parser.add_argument("--threads", type=int, default=None, help="model server CPU threads (default 2)")

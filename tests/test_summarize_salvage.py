@@ -178,3 +178,20 @@ def test_the_console_entry_page_names_the_repaired_fields() -> None:
     macros = build_environment().get_template("_macros.html").module
     html = str(macros.summary(view, None))
     assert "summary from openclaw, repaired: severity, runbook_hint" in html
+
+
+def test_a_runbook_the_dead_letter_contradicts_is_repaired() -> None:
+    from bridge.envelope import normalize
+    from bridge.runbooks import RunbookCatalog
+    from bridge.summarize.fallback import FallbackSummarizer
+    from tests.conftest import envelope_entry
+
+    dl = normalize(envelope_entry(last_error="Net::ReadTimeout: Net::ReadTimeout"), "dead_letter:orders")
+    catalogue = RunbookCatalog.load()
+    defaults = FallbackSummarizer(catalogue, lambda _q: Severity.ERROR).defaults(dl)
+    reply = json.dumps({**GOOD, "runbook_hint": "unparseable-payload"})
+    result = salvage_reply(reply, catalogue.ids(), defaults)
+    assert result.draft.runbook_hint == "timeout" and result.repairs == ("runbook_hint",)
+    bad = normalize(b"not json {", "dead_letter:orders")
+    kept = salvage_reply(reply, catalogue.ids(), FallbackSummarizer(catalogue, lambda _q: Severity.ERROR).defaults(bad))
+    assert kept.draft.runbook_hint == "unparseable-payload" and kept.repairs == ()

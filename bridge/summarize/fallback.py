@@ -8,6 +8,12 @@ from bridge.models import DeadLetter, Severity, Summary, SummarySource
 from bridge.runbooks import RunbookCatalog
 from bridge.summarize.salvage import Defaults
 
+# Runbooks that only fit when the dead letter shows it: a hint the entry contradicts is repaired.
+CONTRADICTED: dict[str, Callable[[DeadLetter], bool]] = {
+    "unparseable-payload": lambda dl: dl.parse_error is not None,
+    "no-error-recorded": lambda dl: dl.last_error is None and dl.parse_error is None,
+}
+
 _GENERIC_STEPS = (
     "Inspect the entry with `dlq-bridge peek`",
     "Fix the cause, then `dlq-bridge redrive`",
@@ -58,7 +64,8 @@ class FallbackSummarizer:
         """What a repaired reply field becomes: this summary's runbook, steps and the routed severity."""
         runbook = self._runbooks.match(dl)
         steps = tuple(runbook.next_steps) if runbook and runbook.next_steps else _GENERIC_STEPS
-        return Defaults(runbook.id if runbook else "", self._severity_for(dl.queue), steps)
+        ruled_out = {rid for rid, holds in CONTRADICTED.items() if not holds(dl)}
+        return Defaults(runbook.id if runbook else "", self._severity_for(dl.queue), steps, frozenset(ruled_out))
 
     def build(self, dl: DeadLetter, reason: str) -> Summary:
         runbook = self._runbooks.match(dl)

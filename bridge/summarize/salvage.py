@@ -6,7 +6,10 @@ on its own and a bad one is repaired, never trusted:
 
 | field          | fault                                        | repair                                   |
 | -------------- | -------------------------------------------- | ---------------------------------------- |
-| `runbook_hint` | not a catalogue id (or not text)             | the static fallback's runbook choice      |
+| `runbook_hint` | not a catalogue id (or not text), or one the | the static fallback's runbook choice      |
+|                | dead letter contradicts (unparseable-payload |                                          |
+|                | without a parse error, no-error-recorded     |                                          |
+|                | with an error)                               |                                          |
 |                | an id with a path, `.md`, other case          | that id                                  |
 | `title`        | over 120 characters after cleaning           | cut at a word boundary, `…`              |
 | `likely_cause` | over 500 characters after cleaning           | cut at a word boundary, `…`              |
@@ -50,6 +53,7 @@ class Defaults:
     runbook_hint: str = ""
     severity: Severity = Severity.ERROR
     next_steps: tuple[str, ...] = ("Inspect the entry with `dlq-bridge peek`",)
+    ruled_out: frozenset[str] = frozenset()  # ids the dead letter contradicts (no parse error, an error recorded)
 
 
 @dataclass(frozen=True)
@@ -126,11 +130,11 @@ def normalize_hint(value: str) -> str:
 def _hint(value: object, runbook_ids: Collection[str], defaults: Defaults, repairs: _Repairs) -> str:
     if value is None or value == "":
         return ""  # the model says no runbook fits: that is an answer, not a fault
-    if isinstance(value, str) and value in runbook_ids:
+    if isinstance(value, str) and value in runbook_ids and value not in defaults.ruled_out:
         return value
     meant = normalize_hint(value) if isinstance(value, str) and len(value) <= 4 * HINT_MAX else ""
     repairs.note("runbook_hint")
-    return meant if meant in runbook_ids else defaults.runbook_hint
+    return meant if meant in runbook_ids and meant not in defaults.ruled_out else defaults.runbook_hint
 
 
 def salvage(
