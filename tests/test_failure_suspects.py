@@ -156,5 +156,6 @@ async def test_a_real_poison_pill_is_quarantined_after_its_solo_deaths_and_the_r
     assert figures["archived"] == 2 * per_dlq, "every healthy entry finished"
     jobs = delivered_jobs(hook)
     assert {f"q{d}-{n}" for d in range(2) for n in range(per_dlq)} <= set(jobs)
-    titles = [json.loads(r.body)["summary"]["title"] for r in hook.requests if json.loads(r.body)["job_id"] == "quarantined:q0-999"]
+    bodies = [json.loads(r.body) for r in hook.requests]
+    titles = [b["summary"]["title"] for b in bodies if b["job_id"] == "quarantined:q0-999"]
     assert titles == ["Quarantined dead letter: processing failed 3 times"], "one quarantine alert, under its job id"
