@@ -19,7 +19,8 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI
 from pydantic import SecretStr
 
-from bridge.console.api import TokenCheck, build_api
+from bridge.console.api import build_api
+from bridge.console.auth import Authenticator
 from bridge.console.wiring import build_console
 from bridge.delivery.factory import build_routes
 from bridge.errors import SinkPermanent
@@ -208,7 +209,7 @@ async def test_a_console_redrive_through_the_runtime_resolves_the_alert_and_the_
     async with open_runtime(settings) as runtime:
         app = FastAPI()
         app.state.console = build_console(runtime)
-        app.state.console_tokens = TokenCheck(runtime.settings.console.token)
+        app.state.console_auth = Authenticator(runtime.settings.console.token, runtime.settings.console.auth)
         app.include_router(build_api())
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console") as api:
             await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 30)
@@ -217,6 +218,7 @@ async def test_a_console_redrive_through_the_runtime_resolves_the_alert_and_the_
             entry = (await api.get("/api/v1/entries", params={"source": "dead_letter:orders"})).json()["entries"][0]
             done = await api.post("/api/v1/entry/redrive", headers=auth,
                                   params={"source": "dead_letter:orders", "id": entry["id"]})
+            assert done.status_code == 200, done.text
             await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 30)
             await peer.until(lambda: bool(peer.alerts("resolved")))
     assert [(s["name"], s["type"], s["queue_depth"]) for s in overview["sinks"]] == [("am", "alertmanager", 0)]

@@ -258,6 +258,11 @@ class AlertmanagerSink:
         found = response.json()
         return [a for a in found if isinstance(a, dict) and a.get("status", {}).get("state") != "resolved"]
 
+    def group_dedup_key(self, first: Alert) -> str:
+        """The `job_id` label a group's resolve looks for: the first job's (a grouped alert of
+        several jobs carries none, so only a group of one is ended by a resolve; the rest expire)."""
+        return incident_key(first.dead_letter.job_id)
+
     async def send_resolve(self, resolve: Resolve) -> None:
         """End the job's firing alerts (none found: nothing to resolve; same errors as `send`)."""
         filters = [matcher("alertname", ALERTNAME), matcher("job_id", resolve.dedup_key)]
