@@ -18,17 +18,22 @@ import hmac
 import logging
 import secrets
 import urllib.parse
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
 from authlib.common.errors import AuthlibBaseError
-from authlib.integrations.httpx_client import AsyncOAuth2Client
+from authlib.deprecate import AuthlibDeprecationWarning
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
+
+with warnings.catch_warnings():  # authlib 1.9 warns on import that its httpx module is deprecated (for httpx2):
+    warnings.simplefilter("ignore", AuthlibDeprecationWarning)  # it works; every `run` printed it on stderr
+    from authlib.integrations.httpx_client import AsyncOAuth2Client
 
 from bridge.config.console_auth import OidcSettings
 from bridge.console import roles
