@@ -74,7 +74,8 @@ async def test_a_producer_copying_another_queues_error_joins_the_group_but_canno
             assert await wait_for(grouped_all, 60, procs), (bodies(pagerduty), bodies(slack))
             triggers = bodies(pagerduty)
             [incident] = {e["dedup_key"] for e in triggers}
-            assert incident == "reports-0", "the attacker's job opened the group: the incident bears its key"
+            attackers = {f"reports-{n}" for n in range(ATTACKER)}  # entries run concurrently: any one may be first
+            assert incident in attackers, "the attacker's job opened the group: the incident bears its key"
             last = triggers[-1]["payload"]
             assert last["custom_details"]["queues"] == {"reports": ATTACKER, "payments": PAYMENTS}
             assert last["summary"].startswith("payments-db:5432 unreachable"), last["summary"]
