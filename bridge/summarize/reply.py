@@ -13,6 +13,7 @@ it lies under the configured runbook base URL, and secrets redacted
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from collections.abc import Collection
 from typing import Any
@@ -99,9 +100,19 @@ def remove_links(text: str, runbook_base: str | None = None) -> str:
     return str(_LINK.sub(lambda m: m.group(0) if under_base(m.group(0), runbook_base) else URL_REMOVED, text))
 
 
+_MENTION_TOKEN = re.compile(r"<[!@#][^<>\s]{0,80}>")  # Slack's <!channel>, <!here>, <@U123>, <#C123>, <!subteam^…>
+_BARE_MENTION = re.compile(r"@(?=(?:channel|here|everyone)\b)", re.IGNORECASE)
+
+
+def remove_mentions(text: str) -> str:
+    """Mentions in model text are dropped (`<!channel>`, `<@U…>`) or made inert (`@here` → `here`),
+    so no sink, and no receiver of a webhook body, can ping people with model-written text."""
+    return _BARE_MENTION.sub("", _MENTION_TOKEN.sub("", text))
+
+
 def clean_text(text: str, runbook_base: str | None = None) -> str:
-    """Model text made plain and safe: no invisible characters, links (but runbooks) or secrets."""
-    return redact_text(remove_links(text, runbook_base)).strip()
+    """Model text made plain and safe: no invisible characters, links (but runbooks), mentions or secrets."""
+    return redact_text(remove_mentions(remove_links(text, runbook_base))).strip()
 
 
 def sanitize(draft: SummaryDraft, *, runbook_base: str | None = None) -> SummaryDraft:
