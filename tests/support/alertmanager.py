@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.bridge_process import terminate
 from tests.support.redis_server import free_port
 
 BINARY_NAMES = ("prometheus-alertmanager", "alertmanager")
@@ -64,12 +65,7 @@ def alertmanager(tmp: Path, webhook_url: str, group_by: str = "['alertname', 'qu
         _wait_ready(base, proc, tmp / "alertmanager.log")
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)
         log.close()
 
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.bridge_process import terminate
 from tests.support.redis_server import free_port
 
 HERE = Path(__file__).with_name("oidc")
@@ -58,9 +59,4 @@ def oidc_provider(redirect_uri: str, timeout_s: float = 20.0) -> Iterator[Provid
             raise RuntimeError(f"oidc-provider did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}")
         yield Provider(issuer)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)
