@@ -72,6 +72,7 @@ class ConsoleActions:
     ) -> None:
         self._service = service
         self._redis = client
+        self.redis = client
         self._resolver = resolver
         self._routes = dict(routes or {})
         self._deliverer = deliverer
@@ -107,6 +108,11 @@ class ConsoleActions:
         if left:
             note += f"; also pushed {left} entries an interrupted redrive left in staging"
         return True, f"moved to {keys.display(work)}{note}"
+
+    async def queue_resolves(self, record: Record | None) -> str:
+        """Queue the PagerDuty resolves a redrive of `record` calls for, as a single redrive does
+        (bulk redrives, bridge.console.bulk); the sinks, comma-separated."""
+        return await self._resolve(record)
 
     async def _resolve(self, record: Record | None) -> str:
         if record is None:

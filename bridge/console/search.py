@@ -10,6 +10,8 @@ A filter (`SearchFilter`, all fields optional, all given ones must match):
              its words; a word the index skips, shorter than 3 or starting with a digit, must be a part)
     since / until   hand-off time range (epoch seconds)
     before   the page cursor (the score of the previous page's last entry)
+    as_of    the snapshot: only entries scored at or below it (handed off no later than the page that
+             showed them); a first page answers its own as `snapshot`, which bulk actions take
 
 Per source, the narrowest set (an exact facet: fp, error, job, summary; else
 the rarest query word's set; else the queue sets matching the glob; else the
@@ -47,6 +49,7 @@ SummaryName = Literal["", "openclaw", "cache", "fallback"]
 SUMMARIES = ("openclaw", "cache", "fallback")
 StateName = Literal["", "delivered", "duplicate", "pending", "grouped", "undeliverable", "silenced", "unknown"]
 Short = Field(default="", max_length=512)
+SCORE = r"^$|^[0-9]+(\.[0-9]+)?$"
 
 
 class SearchFilter(BaseModel):
@@ -63,7 +66,9 @@ class SearchFilter(BaseModel):
     text: str = Field(default="", max_length=TEXT_MAX)
     since: float | None = Field(default=None, ge=0, le=TIME_MAX, allow_inf_nan=False)
     until: float | None = Field(default=None, ge=0, le=TIME_MAX, allow_inf_nan=False)
-    before: str = Field(default="", max_length=40, pattern=r"^$|^[0-9]+(\.[0-9]+)?$")
+    before: str = Field(default="", max_length=40, pattern=SCORE)
+    as_of: str = Field(default="", max_length=40, pattern=SCORE,
+                       description="Only entries at or below this score (a page's `snapshot`).")
     limit: int = Field(default=25, ge=1, le=100)
 
 
@@ -73,6 +78,9 @@ class SearchPage(BaseModel):
     next_before: str | None = Field(description="The cursor of the next (older) page; None at the end.")
     scanned: int = Field(description="Candidates checked for this page.")
     complete: bool = Field(description="False when the scan stopped at its bound before the archive's end.")
+    snapshot: str | None = Field(default=None, description=(
+        "The score of the newest match as this page saw it (or the filter's `as_of`): pass it as `as_of` "
+        "to page on, or to a bulk action, so entries handed off later are never included."))
 
 
 @dataclass(frozen=True)
@@ -116,8 +124,9 @@ class Searcher:
             next_before: str | None = repr(page[-1][0].score)
         else:
             next_before = None if exhausted else ceiling.lstrip("(")
+        snapshot = f.as_of or (repr(page[0][0].score) if page and not f.before else None)
         return SearchPage(filter=f, entries=entries, next_before=next_before, scanned=scanned,
-                          complete=exhausted or len(matches) > f.limit)
+                          complete=exhausted or len(matches) > f.limit, snapshot=snapshot)
 
     async def _entry_views(self, page: Sequence[Match]) -> list[EntryView]:
         """The page's views, their delivery states read in one batch, in the page's order."""
@@ -219,10 +228,12 @@ def _exact(f: SearchFilter) -> bool:
 
 
 def _ceiling(f: SearchFilter) -> str:
-    top = repr(float(int(f.until * 1000)) + 0.9999) if f.until is not None else "+inf"
+    tops = [float(int(f.until * 1000)) + 0.9999] if f.until is not None else []
+    tops += [float(f.as_of)] if f.as_of else []
+    top = repr(min(tops)) if tops else "+inf"
     if not f.before:
         return top
-    return f"({f.before}" if f.until is None or float(f.before) < float(top) else top
+    return f"({f.before}" if not tops or float(f.before) < float(top) else top
 
 
 def _source_matches(f: SearchFilter, name: str, kind: str) -> bool:
