@@ -97,6 +97,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 _SILENCE_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "No matcher, or an end that is not in the future"}, **_ERRORS,
 }
+_BULK_ERRORS: dict[int | str, dict[str, Any]] = {
+    **_ERRORS, 404: {"model": ErrorBody, "description": "No such bulk action"},
+    409: {"model": ErrorBody, "description": "No snapshot (as_of), nothing to act on, too many, or running elsewhere"},
+}
 _READ_ERRORS: dict[int | str, dict[str, Any]] = {401: _ERRORS[401], 403: _ERRORS[403], 503: _ERRORS[503]}
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody, "description": "Not found"}, **_READ_ERRORS}
 
@@ -315,7 +319,7 @@ def _bulk(router: APIRouter) -> None:
             raise HTTPException(404, "no such bulk action")
         return view
 
-    @router.post("/bulk", response_model=BulkView, status_code=201, responses=_ERRORS)
+    @router.post("/bulk", response_model=BulkView, status_code=201, responses=_BULK_ERRORS)
     async def create_bulk(c: Con, request: Request, body: BulkCreate, who: Who = None) -> BulkView:
         caller = get_auth(request).require(request, BULK_NEEDS[body.action])
         return await _bulk_call(bulk_of(c).create(body, who_of(None, who, caller)))
@@ -324,13 +328,13 @@ def _bulk(router: APIRouter) -> None:
     async def bulk_progress(c: Con, bulk_id: str) -> BulkView:
         return await found(c, bulk_id)
 
-    @router.post("/bulk/{bulk_id}/run", response_model=BulkView, responses=_ERRORS)
+    @router.post("/bulk/{bulk_id}/run", response_model=BulkView, responses=_BULK_ERRORS)
     async def run_bulk(c: Con, request: Request, bulk_id: str, who: Who = None,
                        batch: Annotated[int, Query(ge=1, le=BATCH_MAX)] = BATCH_DEFAULT) -> BulkView:
         caller = get_auth(request).require(request, BULK_NEEDS[(await found(c, bulk_id)).action])
         return await _bulk_call(bulk_of(c).run(bulk_id, who_of(None, who, caller), batch))
 
-    @router.post("/bulk/{bulk_id}/cancel", response_model=BulkView, responses=_ERRORS)
+    @router.post("/bulk/{bulk_id}/cancel", response_model=BulkView, responses=_BULK_ERRORS)
     async def cancel_bulk(c: Con, request: Request, bulk_id: str, who: Who = None) -> BulkView:
         caller = get_auth(request).require(request, BULK_NEEDS[(await found(c, bulk_id)).action])
         return await _bulk_call(bulk_of(c).cancel(bulk_id, who_of(None, who, caller)))
