@@ -32,6 +32,7 @@ from bridge import keys
 from bridge.cause import cause_key
 from bridge.console.audit import AuditLog
 from bridge.console.entries import Record
+from bridge.console.history import record_act
 from bridge.console.service import ConsoleService, record_id, silence_view
 from bridge.console.views import ActionResult, SilenceCreate, SilenceView
 from bridge.delivery.deliver import Deliverer, Route
@@ -89,10 +90,10 @@ class ConsoleActions:
 
     async def redrive_entry(self, source: str, entry_id: str, who: str) -> ActionResult:
         target = f"{source} {entry_id}"
-        ok, message = await self._redrive(source, entry_id)
+        ok, message = await self._redrive(source, entry_id, who)
         return await self._done(who, "redrive", target, ok, message, 1 if ok else 0)
 
-    async def _redrive(self, source: str, entry_id: str) -> tuple[bool, str]:
+    async def _redrive(self, source: str, entry_id: str, who: str, action: str = "redrive") -> tuple[bool, str]:
         work = keys.work_queue(source)
         if self._service.is_kind(source) or work is None:
             return False, f"{source} is not a dead_letter: list; retry its jobs in the job system's own UI"
@@ -103,6 +104,7 @@ class ConsoleActions:
         left = await finish_staged(self._redis, plan)  # a killed cross-slot redrive of this DLQ (cluster)
         if not await move_batch(self._redis, plan, [raw]):
             return False, "the entry left the archive meanwhile"
+        await record_act(self._redis, source, entry_id, who, action, self._clock())
         resolved = await self._resolve(await self._service.record(source, entry_id))
         note = f"; PagerDuty resolve queued for {resolved}" if resolved else ""
         if left:
@@ -136,7 +138,7 @@ class ConsoleActions:
             if job.source is None:
                 failed += 1
                 continue
-            ok, _message = await self._redrive(job.source, job.entry_id)
+            ok, _message = await self._redrive(job.source, job.entry_id, who, "redrive-group")
             moved, failed = moved + ok, failed + (not ok)
         message = f"{moved} of {len(group.jobs)} jobs moved back to their work queue"
         return await self._done(who, "redrive-group", target, moved > 0, message, moved)

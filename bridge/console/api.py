@@ -19,6 +19,7 @@ or the role token's name; with the single token or nobody, the body's
     GET    /api/v1/sources                          [SourceView]
     GET    /api/v1/entries?source=&offset=&limit=   EntryPage     (newest first)
     GET    /api/v1/entry?source=&id=                EntryView     404 when unknown
+    GET    /api/v1/entry/history?source=&id=        [HistoryItem] every hand-off of its job, newest first; who acted
     GET    /api/v1/groups                           [GroupSummaryView]
     GET    /api/v1/group?sink=&key=                 GroupView     404 when unknown
     GET    /api/v1/undeliverable?limit=             [UndeliverableView]
@@ -56,6 +57,7 @@ from bridge.console.auth import Authenticator, Principal
 from bridge.console.bulk import BATCH_DEFAULT, BATCH_MAX, BulkActions, BulkCreate, BulkError, BulkView
 from bridge.console.bulk import NEEDS as BULK_NEEDS
 from bridge.console.export import ExportFilter, csv_stream, describe, json_stream
+from bridge.console.history import HistoryItem
 from bridge.console.search import SearchFilter, SearchPage
 from bridge.console.service import ConsoleService
 from bridge.console.views import (
@@ -164,6 +166,7 @@ def build_api() -> APIRouter:
     router = APIRouter(prefix="/api/v1", tags=["console"], dependencies=[needs("read")])
     _reads(router)
     _lookups(router)
+    _history(router)
     _redrives(router)
     _actions(router)
     _exports(router)
@@ -184,6 +187,15 @@ def _reads(router: APIRouter) -> None:
     async def search(c: Con, query: Annotated[SearchFilter, Query()]) -> SearchPage:
         return await c.service.search(query)
 
+
+
+def _history(router: APIRouter) -> None:
+    @router.get("/entry/history", response_model=list[HistoryItem], responses=_NOT_FOUND)
+    async def entry_history(c: Con, source: Source, id: EntryId) -> list[HistoryItem]:
+        found = await c.service.history(source, id)
+        if not found:
+            raise HTTPException(404, "no such entry")
+        return found
 
 
 def _lookups(router: APIRouter) -> None:

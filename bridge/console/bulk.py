@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bridge import keys
 from bridge.console.actions import ConsoleActions
 from bridge.console.export import describe
+from bridge.console.history import record_act
 from bridge.console.search import SearchFilter
 from bridge.console.service import ConsoleService
 from bridge.console.views import SilenceCreate
@@ -256,11 +257,11 @@ class BulkActions:
                     done += 1  # an interrupted run of this bulk action moved it
                 else:
                     skipped += 1
-            moved = await self._act(meta["action"], source, [present[d] for d in act], act)
+            moved = await self._act(meta["action"], source, [present[d] for d in act], act, meta["who"])
             done, skipped = done + moved, skipped + len(act) - moved
         return done, skipped
 
-    async def _act(self, action: str, source: str, raws: list[bytes], digests: list[str]) -> int:
+    async def _act(self, action: str, source: str, raws: list[bytes], digests: list[str], who: str) -> int:
         if not raws:
             return 0
         archive = keys.alerted(source)
@@ -268,7 +269,11 @@ class BulkActions:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for raw in raws:
                     pipe.lrem(keys.encode(archive), 1, raw)  # type: ignore[arg-type]  # bytes are fine
-                return sum(int(n) for n in await pipe.execute())
+                removed = [int(n) for n in await pipe.execute()]
+            for digest, n in zip(digests, removed, strict=True):
+                if n:
+                    await record_act(self._redis, source, digest, who, "bulk-discard", self._clock())
+            return sum(removed)
         work = keys.work_queue(source)
         if work is None:
             return 0
@@ -278,6 +283,7 @@ class BulkActions:
         for raw, digest in zip(raws, digests, strict=True):
             if await move_batch(self._redis, plan, [raw]):
                 moved += 1
+                await record_act(self._redis, source, digest, who, "bulk-redrive", self._clock())
                 await self._actions.queue_resolves(await self._service.record(source, digest))
         return moved
 

@@ -184,7 +184,7 @@ async def _source(svc: ConsoleService, key: str, offset: int) -> Mapping[str, An
 
 async def _entry(svc: ConsoleService, source: str, entry_id: str) -> Mapping[str, Any] | None:
     found = await svc.entry(source, entry_id)
-    return None if found is None else {"e": found}
+    return None if found is None else {"e": found, "history": await svc.history(source, entry_id)}
 
 
 async def _groups(svc: ConsoleService) -> Mapping[str, Any]:

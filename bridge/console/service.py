@@ -14,6 +14,7 @@ globals. Each method returns a view from `bridge.console.views`:
     silences(include_expired)         -> list[SilenceView]
     audit(limit)                      -> list[AuditRecord]
     search(filter)                    -> SearchPage          every source, newest first (bridge.console.search)
+    history(source, entry_id)         -> list[HistoryItem]   every hand-off of its job (bridge.console.history)
 
 Actions live in `bridge.console.actions.ConsoleActions`. Data comes from the
 stores the pipeline keeps (archive, entry records, sink queues, ledger,
@@ -37,6 +38,7 @@ from bridge import keys
 from bridge.console.audit import AuditLog
 from bridge.console.entries import DeliveryReader, Record, envelope_view, find_raw, summary_view
 from bridge.console.fleet import gateway_view, group_summaries, group_view, sink_views
+from bridge.console.history import HistoryItem, history
 from bridge.console.search import Searcher, SearchFilter, SearchPage
 from bridge.console.search_index import SearchIndex
 from bridge.console.views import (
@@ -232,6 +234,10 @@ class ConsoleService:
     async def find_raw(self, source: str, entry_id: str) -> bytes | None:
         archive = keys.alerted(source)
         return await find_raw(self._redis, archive, entry_id, self._settings.sources.archive_max)
+
+    async def history(self, source: str, entry_id: str) -> list[HistoryItem]:
+        """Every hand-off of the entry's job in `source`, newest first, with who acted (bridge.console.history)."""
+        return await history(self, self._redis, source, entry_id)
 
     async def record(self, source: str, entry_id: str) -> Record | None:
         return Record.parse(await self._redis.hget(keys.encode(keys.entry_records(source)), entry_id))
