@@ -19,13 +19,16 @@ three summary sets, which hold every entry; bridge.console.search_index) is
 read newest first with one ZREVRANGEBYSCORE; candidates of all sources are
 merged by score (unique: ms plus a tie-break), their records fetched with one
 HMGET per source, and the other conditions checked in Python. The state filter needs each candidate's delivery state
-(bridge.console.entries.DeliveryReader). At most `SCAN_MAX` candidates are
-checked per page; a page that stopped there says so (`complete: false`).
+(bridge.console.entries.DeliveryReader). At most `SCAN_MAX` candidates, and
+rounds for at most `TIME_BUDGET_S`, are checked per page (a rare delivery state
+costs its lookups per candidate); a page that stopped there says so
+(`complete: false`) and its cursor continues where it stopped.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -40,6 +43,7 @@ from bridge.console.search_index import SearchIndex, by_facet, facet_values, rec
 from bridge.console.views import EntryView, SinkDelivery
 
 SCAN_MAX = 5000
+TIME_BUDGET_S = 0.25  # a page checks no new round after this long (bench: a rare state, 5,000 candidates, ~1.5 s)
 BATCH = 400
 CHECK_PAGES = 4  # a round of candidates to check (text, state, two facets): four pages' worth, at most BATCH
 PER_SET_MIN = 4  # rows read per set and round at least (many sets: a few rows each, more rounds if skewed)
@@ -77,7 +81,8 @@ class SearchPage(BaseModel):
     entries: list[EntryView]
     next_before: str | None = Field(description="The cursor of the next (older) page; None at the end.")
     scanned: int = Field(description="Candidates checked for this page.")
-    complete: bool = Field(description="False when the scan stopped at its bound before the archive's end.")
+    complete: bool = Field(description="False when the scan stopped at its bound (candidates or time) before "
+                                       "the archive's end: `next_before` continues it.")
     snapshot: str | None = Field(default=None, description=(
         "The score of the newest match as this page saw it (or the filter's `as_of`): pass it as `as_of` "
         "to page on, or to a bulk action, so entries handed off later are never included."))
@@ -96,8 +101,10 @@ Match = tuple[Candidate, bytes | None, Any]
 
 
 class Searcher:
-    def __init__(self, client: redis.Redis, index: SearchIndex, views: Views, states: States) -> None:
+    def __init__(self, client: redis.Redis, index: SearchIndex, views: Views, states: States,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._redis = client
+        self._clock = clock
         self._index = index
         self._views = views
         self._states = states
@@ -109,8 +116,8 @@ class Searcher:
         drivers = await self._drivers(f, chosen)
         ceiling = _ceiling(f)
         matches: list[Match] = []
-        scanned, exhausted = 0, False
-        while len(matches) <= f.limit and scanned < SCAN_MAX:
+        scanned, exhausted, deadline = 0, False, self._clock() + TIME_BUDGET_S
+        while len(matches) <= f.limit and scanned < SCAN_MAX and (scanned == 0 or self._clock() < deadline):
             batch, exhausted = await self._next_batch(f, drivers, ceiling)
             scanned += len(batch)
             matches.extend(await self._check(f, batch))
