@@ -43,7 +43,7 @@ from bridge.console.search_index import SearchIndex, by_facet, facet_values, rec
 from bridge.console.views import EntryView, SinkDelivery
 
 SCAN_MAX = 5000
-TIME_BUDGET_S = 0.25  # a page checks no new round after this long (bench: a rare state, 5,000 candidates, ~1.5 s)
+TIME_BUDGET_S = 0.15  # a page checks no new round after this long (bench: a rare state, 5,000 candidates, ~1.5 s)
 BATCH = 400
 CHECK_PAGES = 4  # a round of candidates to check (text, state, two facets): four pages' worth, at most BATCH
 PER_SET_MIN = 4  # rows read per set and round at least (many sets: a few rows each, more rounds if skewed)
