@@ -243,7 +243,7 @@ class BulkActions:
     async def _entries(self, meta: dict[str, str], items: list[str], before: set[str]) -> tuple[int, int]:
         by_source: dict[str, list[str]] = {}
         for item in items:
-            source, _, digest = item.partition("\t")
+            source, _, digest = item.rpartition("\t")  # a digest has no tab; a source name might
             by_source.setdefault(source, []).append(digest)
         done = skipped = 0
         for source, digests in by_source.items():
