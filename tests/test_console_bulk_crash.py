@@ -23,6 +23,7 @@ import pytest
 import redis
 
 from bridge import keys
+from bridge.console.bulk import bulk_key
 from tests.support.bridge_process import kill9, start_bridge, terminate, wait_for, wait_healthz, write_config
 from tests.support.http_server import ThreadedServer
 from tests.support.receiver import Receiver
@@ -98,7 +99,7 @@ def test_kill_9_in_the_middle_of_a_bulk_redrive_then_running_it_on_redrives_each
             assert wait_for(lambda: client.llen("orders") >= 20, 60, interval=0.001)
             kill9(proc)
             moved_at_kill = client.llen("orders")
-            progress_at_kill = int(client.hget(f"dlq_bridge:console:bulk:{bulk_id}", "processed") or 0)
+            progress_at_kill = int(client.hget(bulk_key(bulk_id), "processed") or 0)
             proc = start_bridge(["--config", str(cfg), "run"], env=env)
             wait_healthz(port, proc)
             runner.join(timeout=90)

@@ -5,7 +5,7 @@ A search page answers a `snapshot` (the score of its newest match; bridge.consol
 every match scored at or below `as_of` that is still in a list source's archive (redrive:
 one with a work queue), at most BULK_MAX, or for `silence` the distinct fingerprints of the
 matches. Entries handed off later score higher, so they are never part of it. The set is
-stored (`dlq_bridge:console:bulk:<id>` hash + `…:items` list, 24 h) and the answer is its
+stored (`dlq_bridge:console:bulk:{<id>}` hash + `…:items` list, 24 h) and the answer is its
 count, for the page to ask for confirmation.
 
 `POST /api/v1/bulk/<id>/run?batch=N` does the next N items and answers the progress; the page
@@ -81,7 +81,8 @@ class BulkView(BaseModel):
 
 
 def bulk_key(bulk_id: str, part: str = "") -> str:
-    return f"{keys.PREFIX}:console:bulk:{bulk_id}" + (f":{part}" if part else "")
+    """`dlq_bridge:console:bulk:{<id>}` (+ `:<part>`): one slot per bulk action (a cluster's MULTI)."""
+    return f"{keys.PREFIX}:console:bulk:{{{bulk_id}}}" + (f":{part}" if part else "")
 
 
 class BulkError(ValueError):
