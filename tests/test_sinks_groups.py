@@ -18,7 +18,7 @@ from standardwebhooks import Webhook
 
 from bridge.delivery.grouping import Grouper
 from bridge.errors import SinkRetryable
-from bridge.models import Alert, GroupJob, Notification, NotificationKind, Severity
+from bridge.models import Alert, GroupJob, Notification, NotificationKind, Severity, SummarySource
 from bridge.settings import PagerDutySinkSettings, SlackSinkSettings
 from bridge.sinks.console import ConsoleSink
 from bridge.sinks.pagerduty import PagerDutySink, dedup_key
@@ -318,3 +318,8 @@ async def test_an_outage_card_names_cause_dependency_jobs_and_queues_on_every_si
     assert str(mail["Subject"]).startswith(f"[ERROR] {title} · queues queue-00 ×250")
     assert "queue-00 ×250, 08:00:00–08:00:00 UTC" in teams and "queue-00 ×250, 08:00:00–08:00:00 UTC" in mail_text
     assert am["summary"].startswith(title) and am["dependency"] == "postgres-primary:5432"
+    modelled = n.first.summary.model_copy(update={"title": "Inventory sync cannot reach its database",
+                                                  "source": SummarySource.OPENCLAW, "fallback_reason": None})
+    by_model = n.model_copy(update={"first": n.first.model_copy(update={"summary": modelled})})
+    assert render_group_card(by_model)["blocks"][0]["text"]["text"] == card["blocks"][0]["text"]["text"], (
+        "the outage title is the cause's: a model's summary and the fallback's give the same one")
