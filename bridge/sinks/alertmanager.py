@@ -150,11 +150,12 @@ def render_group_alert(n: Notification) -> dict[str, Any]:
     body = render_alert(first)
     body["labels"] = labels(first, with_job=False) | {"severity": n.severity.value}
     body["annotations"] |= {
-        "summary": _cut(f"{first.summary.title} ({digest.jobs_word(n.count)}; queues {digest.queues_line(n, 3)})",
-                        SUMMARY_CHARS),
+        "summary": _cut(f"{digest.headline(n)} ({digest.jobs_word(n.count)}; {digest.jobs_line(n, 3)}; "
+                        f"queues {digest.queues_line(n, 3)})", SUMMARY_CHARS),
         "change": digest.change_line(n),
         "count": str(n.count),
         "idempotency_key": n.ledger_key,
+        **{label.lower().replace(" ", "_"): _cut(value, DESCRIPTION_CHARS) for label, value in digest.facts(n)},
     }
     body["startsAt"] = digest.iso(n.first_seen)
     return body
