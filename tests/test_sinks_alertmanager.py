@@ -34,6 +34,7 @@ from tests.sinks.runtime_contract import RuntimeContract
 from tests.sinks.test_sink_contract import HttpSinkContract
 from tests.support.alertmanager import alertmanager
 from tests.support.http_server import serve
+from tests.support.peers import INSTALL_HINT
 from tests.support.receiver import Receiver, make_alert
 
 pytestmark = pytest.mark.slow
@@ -230,7 +231,7 @@ async def test_a_console_redrive_through_the_runtime_resolves_the_alert_and_the_
 def test_the_route_snippet_in_docs_sinks_md_is_a_valid_alertmanager_config(tmp_path: Path) -> None:
     amtool = shutil.which("amtool")
     if amtool is None:
-        pytest.skip("amtool is not installed (apt-get install prometheus-alertmanager)")
+        pytest.skip(f"amtool is not installed (Debian's prometheus-alertmanager: {INSTALL_HINT})")
     docs = (Path(__file__).resolve().parents[1] / "docs" / "sinks.md").read_text()
     [route] = re.findall(r"```yaml\n(.*?)```", docs, re.S)
     config = tmp_path / "route.yml"
