@@ -129,19 +129,40 @@ class ConsoleActions:
         return ", ".join(sinks)
 
     async def redrive_group(self, sink: str, group_key: str, who: str) -> ActionResult:
+        """Every member of the group (a cause group spans DLQs: each job back into its own DLQ's work
+        queue), each archive read once; a member of another kind is left to its job system."""
         target = f"{sink} {group_key}"
-        group = await self._service.group(sink, group_key)
+        group = await self._service.group(sink, group_key, every_member=True)
         if group is None:
             return await self._done(who, "redrive-group", target, False, "no such open group")
-        moved = failed = 0
+        by_source: dict[str, list[str]] = {}
+        other_kinds = 0
         for job in group.jobs:
-            if job.source is None:
-                failed += 1
-                continue
-            ok, _message = await self._redrive(job.source, job.entry_id, who, "redrive-group")
-            moved, failed = moved + ok, failed + (not ok)
+            if job.source is None or self._service.is_kind(job.source) or keys.work_queue(job.source) is None:
+                other_kinds += 1
+            else:
+                by_source.setdefault(job.source, []).append(job.entry_id)
+        moved = 0
+        for source, entry_ids in by_source.items():
+            moved += await self._redrive_many(source, entry_ids, who)
         message = f"{moved} of {len(group.jobs)} jobs moved back to their work queue"
+        if other_kinds:
+            message += f"; {other_kinds} of another kind: retry them in their job system's own UI"
         return await self._done(who, "redrive-group", target, moved > 0, message, moved)
+
+    async def _redrive_many(self, source: str, entry_ids: list[str], who: str) -> int:
+        """`_redrive` of many entries of one list DLQ, its archive read once; how many moved."""
+        work = keys.work_queue(source)
+        assert work is not None
+        plan = Plan(source=keys.alerted(source), target=work, dlq=source)
+        await finish_staged(self._redis, plan)
+        moved = 0
+        for entry_id, raw in (await self._service.find_raws(source, entry_ids)).items():
+            if await move_batch(self._redis, plan, [raw]):
+                moved += 1
+                await record_act(self._redis, source, entry_id, who, "redrive-group", self._clock())
+                await self._resolve(await self._service.record(source, entry_id))
+        return moved
 
     async def redrive_quarantine(self, source: str, who: str) -> ActionResult:
         """The oldest `QUARANTINE_BATCH` quarantined entries of a DLQ back onto it, byte for byte,
