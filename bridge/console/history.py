@@ -13,17 +13,15 @@ bulk discards, and dropped with the record once the hand-off trims it.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import redis.asyncio as redis
 from pydantic import Field
 
 from bridge import keys
-from bridge.console.search_index import acted_key, jobs_key, member_ms
+from bridge.console.entries import Record
+from bridge.console.search_index import SearchIndex, acted_key, jobs_key, member_ms
 from bridge.console.views import EntryView, View
-
-if TYPE_CHECKING:
-    from bridge.console.service import ConsoleService
 
 ACTED_MAX = 20
 HISTORY_MAX = 50
@@ -42,6 +40,16 @@ class HistoryItem(View):
     acted: list[Acted] = Field(description="Who acted on it from the console, oldest first.")
 
 
+class EntryReader(Protocol):
+    """What a history reads through (the console service): records, the index, entry views."""
+
+    search_index: SearchIndex
+
+    async def record(self, source: str, entry_id: str) -> Record | None: ...
+
+    async def views_of(self, items: list[tuple[str, str, bytes | None, Any]]) -> list[EntryView]: ...
+
+
 async def record_act(client: redis.Redis, source: str, digest: str, who: str, action: str, at: float) -> None:
     """Append one action to the entry's list (the last ACTED_MAX kept)."""
     raw = await client.hget(acted_key(source), digest)
@@ -50,7 +58,7 @@ async def record_act(client: redis.Redis, source: str, digest: str, who: str, ac
     await client.hset(acted_key(source), digest, json.dumps(found))
 
 
-async def history(service: ConsoleService, client: redis.Redis, source: str, entry_id: str) -> list[HistoryItem]:
+async def history(service: EntryReader, client: redis.Redis, source: str, entry_id: str) -> list[HistoryItem]:
     """Every hand-off of the entry's job in `source`, newest first (at most HISTORY_MAX); [] when unknown."""
     record = await service.record(source, entry_id)
     if record is None:
