@@ -15,7 +15,7 @@ from bridge.models import DeadLetter
 from bridge.pipeline import intake, intake_of
 from bridge.runtime import Runtime, open_runtime
 from bridge.settings import Settings, SourcesSettings
-from bridge.sources.base import Claimed
+from bridge.sources.base import Claimed, entry_digest
 from bridge.sources.kind_port import KindPort
 from bridge.sources.kinds import KindReader, KindRecord, Receipt
 from tests.support.http_server import serve
@@ -185,3 +185,21 @@ async def test_a_record_past_the_intake_deadline_is_handed_off_and_archived_neve
     [sent] = hook.requests
     body = json.loads(sent.body)
     assert body["job_id"] == "quarantined:stuck" and body["summary"]["title"].startswith("Quarantined dead letter")
+
+
+async def test_a_kind_record_past_its_solo_deaths_is_quarantined_and_acked_while_its_bystander_alerts(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    """The lists' guarantee, for a kind: a death held against a record only while it ran alone."""
+    pill, bystander = fake_record("pill"), fake_record("bystander")
+    await aredis.set(keys.claims("fake", entry_digest(pill.raw)), 3)  # three deaths while it ran alone
+    await aredis.set(keys.claims("fake", entry_digest(bystander.raw)), 0)  # held during a death: a suspect
+    source = FakeKind([pill, bystander])
+    async with open_runtime(make_settings(sources={"match": ""}), stdout=io.StringIO()) as runtime:
+        await drain(runtime, source)
+    assert sorted(source.acked) == ["bystander", "pill"], "both acknowledged, each after its hand-off"
+    assert await aredis.lrange(keys.quarantine("fake"), 0, -1) == [pill.raw]
+    archived = await aredis.lrange(keys.alerted("fake"), 0, -1)
+    assert [json.loads(r)["job_id"] for r in archived] == ["bystander"]
+    assert not await aredis.exists(keys.claims("fake", entry_digest(bystander.raw))), "cleared by its hand-off"
+    assert await aredis.lrange(keys.inflight("fake", "test-1"), 0, -1) == []
