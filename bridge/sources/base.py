@@ -208,11 +208,16 @@ class Source(ABC):
     async def own_entries(self) -> Counter[tuple[str, bytes]]:
         """Everything in this consumer's in-flight lists, as (source key, raw) counts."""
         found: Counter[tuple[str, bytes]] = Counter()
-        for held in await self.held_lists():
-            if held.consumer == self.consumer:
-                for raw in await self._redis.lrange(keys.encode(held.key), 0, -1):
-                    found[(held.source_key, as_bytes(raw))] += 1
+        async for held in self._own_lists():
+            for raw in await self._redis.lrange(keys.encode(held.key), 0, -1):
+                found[(held.source_key, as_bytes(raw))] += 1
         return found
+
+    async def _own_lists(self) -> AsyncIterator[Held]:
+        """This consumer's in-flight lists (a plug-in may ask Redis for fewer keys)."""
+        async for held in self._held_lists():
+            if held.consumer == self.consumer:
+                yield held
 
     async def recover_own(self) -> int:
         """Give back this consumer's in-flight entries (a previous run died), counting the death."""

@@ -171,6 +171,12 @@ class RedisListSource(Source):
             if parsed is not None:
                 yield Held(parsed.consumer, key, parsed.source_key)
 
+    async def _own_lists(self) -> AsyncIterator[Held]:
+        async for key in self._processing_keys(f"{keys.PREFIX}:processing:*:{self.consumer}"):
+            parsed = keys.parse_processing(key)
+            if parsed is not None and parsed.consumer == self.consumer:
+                yield Held(parsed.consumer, key, parsed.source_key)
+
     async def _give_back(self, held: Held) -> list[bytes]:
         return await move_back(self._redis, held.key, held.source_key)
 
