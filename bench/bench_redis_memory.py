@@ -44,7 +44,8 @@ FAMILIES = [
     ("summary cache", r"^dlq_bridge:summary:", "openclaw.cache_ttl_s per fingerprint"),
     ("kind cursor", r"^dlq_bridge:cursor:\{[^}]*\}$", "one per watched source"),
     ("kind cursor ids", r"^dlq_bridge:cursor:\{[^}]*\}:ids$", "ids finished at the watermark's score only"),
-    ("remembered kind job", r"^dlq_bridge:cursor:\{[^}]*\}:held", "until the job leaves the store (resolve)"),
+    ("remembered kind job", r"^dlq_bridge:cursor:\{[^}]*\}:held",
+     "until the job leaves the store (resolve); at most 20,000 per watched set"),
     ("kind leases", r"^dlq_bridge:cursor:\{[^}]*\}:lease", "while a job is being alerted"),
     ("sink queue", r"^dlq_bridge:sinkq:", "until delivered"),
     ("outbox", r"^dlq_bridge:outbox:", "until forwarded to the sink queues"),
@@ -158,6 +159,15 @@ def main() -> int:
         opened = sum(r[1] for r in rows if r[0] == "group state")
         print(f"per group (state, jobs, queues, previous; {opened} groups): "
               f"{sum(r[3] for r in groups) / max(opened, 1):.0f} B")
+        # Per job, not per item: a grouped job is a member of the jobs set and a field of the job
+        # details hash; a remembered kind job a member of the held set and a field of its notes.
+        sinks = sum(r[1] for r in rows if r[0] == "groups index")
+        state = sum(r[3] for r in rows if r[0] == "group state")
+        grouped = sum(r[3] for r in rows if r[0] == "group jobs")
+        held = sum(r[3] for r in rows if r[0] == "remembered kind job")
+        print(f"per group: {state / max(opened, 1):.0f} B of state; per job in a group: "
+              f"{grouped / max(sinks * (args.entries + args.jobs), 1):.0f} B per grouping sink ({sinks} sinks)")
+        print(f"per remembered kind job (held set member and its note): {held / max(args.jobs, 1):.0f} B")
     finally:
         server.stop()
     return 0

@@ -62,6 +62,11 @@ async def test_each_role_may_do_its_actions_and_a_refusal_names_the_role_needed(
         operator_redrive = await r.api.post("/api/v1/entry/redrive", params=entry,
                                             headers=bearer("operator-token-new"))
         records = (await r.api.get("/api/v1/undeliverable")).json()
+        viewer_retry = await r.api.post(f"/api/v1/undeliverable/{records[0]['id']}/retry",
+                                        headers=bearer("viewer-token"))
+        operator_retry = await r.api.post(f"/api/v1/undeliverable/{records[0]['id']}/retry",
+                                          headers=bearer("operator-token"))
+        records = (await r.api.get("/api/v1/undeliverable")).json()  # the hook refused again: a new record
         operator_discard = await r.api.delete(f"/api/v1/undeliverable/{records[0]['id']}",
                                               headers=bearer("operator-token"))
         admin_discard = await r.api.delete(f"/api/v1/undeliverable/{records[0]['id']}", headers=bearer("admin-token"))
@@ -73,10 +78,14 @@ async def test_each_role_may_do_its_actions_and_a_refusal_names_the_role_needed(
     assert viewer_redrive.json()["detail"] == "this needs the operator role (you have viewer)"
     assert viewer_silence.status_code == 403 and "operator" in viewer_silence.json()["detail"]
     assert operator_redrive.status_code == 200 and operator_redrive.json()["ok"] is True
+    assert viewer_retry.status_code == 403 and "operator" in viewer_retry.json()["detail"]
+    assert operator_retry.status_code in (200, 409) and operator_retry.json()["action"] == "retry", (
+        "the operator may retry (the sink answering 410 again is a refusal by the sink, not the role)")
     assert operator_discard.status_code == 403
     assert operator_discard.json()["detail"] == "this needs the admin role (you have operator)"
     assert admin_discard.status_code == 200
-    assert audit == [("ada", "discard", "ok"), ("otto", "redrive", "ok")], "who is the token's name; refusals no-op"
+    assert audit == [("ada", "discard", "ok"), ("otto", "retry", audit[1][2]), ("otto", "redrive", "ok")], (
+        "who is the token's name; role refusals are not audited")
     assert whoami["viewer-token"]["may"] == ["export", "read"]
     assert "discard" not in whoami["operator-token"]["may"] and "redrive" in whoami["operator-token"]["may"]
     assert whoami["admin-token"]["role"] == "admin" and "expire-silence" in whoami["admin-token"]["may"]

@@ -9,8 +9,10 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
+from bridge.console import search as search_module
 from bridge.console.export import inert
 from bridge.settings import Settings
 from tests.conftest import envelope_entry
@@ -87,6 +89,25 @@ async def test_pages_follow_the_cursor_and_ignore_entries_that_arrive_meanwhile(
     assert len(seen) == 7 and set(seen) == {f"o{i}" for i in range(7)}, "every entry once, none twice"
     assert "late" not in seen and len(pages) == 3
     assert all(page["complete"] for page in pages)
+
+
+async def test_a_rare_delivery_state_stops_at_the_time_budget_and_the_cursor_goes_on(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each candidate of a state filter costs its delivery lookups: a page checks rounds for at most
+    TIME_BUDGET_S (here 0: one round), says it is incomplete, and its cursor continues."""
+    monkeypatch.setattr(search_module, "TIME_BUDGET_S", 0.0)
+    await aredis.lpush("dead_letter:orders", *[envelope_entry(job_id=f"o{i}") for i in range(20)])
+    async with rig(make_settings) as r:
+        await r.drain()
+        pages = [await _search(r.api, state="undeliverable", limit=1)]
+        while pages[-1]["next_before"]:
+            pages.append(await _search(r.api, state="undeliverable", limit=1, before=pages[-1]["next_before"]))
+        pinned = await _search(r.api, limit=1, as_of=(await _search(r.api, limit=1))["snapshot"])
+    assert len(pages) >= 4 and sum(p["scanned"] for p in pages) == 20, "one round a page, every entry once"
+    assert [p["complete"] for p in pages] == [False] * (len(pages) - 1) + [True]
+    assert all(not p["entries"] for p in pages)
+    assert pinned["snapshot"] == pinned["filter"]["as_of"] and len(pinned["entries"]) == 1
 
 
 async def test_export_streams_redacted_inert_rows_up_to_the_limit_and_is_audited(

@@ -134,17 +134,18 @@ def test_healthz_and_heartbeat_keep_ticking_while_one_entry_runs_away(
         started = time.monotonic()
         while time.monotonic() - started < 4.0:
             t0 = time.monotonic()
-            response = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0)  # raises after 1 s
+            response = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10.0)  # a hang guard, not a bound
             answers.append((response.status_code, time.monotonic() - t0, response.json()))
             beats.append(json.loads(client.get(keys.heartbeat("deadline-1")) or b"{}").get("at"))
             time.sleep(0.2)
     finally:
         release.set()
     assert all(status == 200 for status, _, _ in answers), answers
-    # each GET raises after 1 s without an answer; count, not speed: several came while it ran away
-    assert sum(body["checks"].get("intake", {}).get("status") == "degraded" for _, _, body in answers) >= 2
+    # counts, not speed: several answers and heartbeats came while it ran away (a blocked loop gives
+    # one late answer and no fresh heartbeat until the runaway ends)
     assert len({b for b in beats if b}) >= 5, "the heartbeat kept being refreshed"
-    assert any(body["checks"].get("intake", {}).get("status") == "degraded" for _, _, body in answers)
+    degraded = sum(body["checks"].get("intake", {}).get("status") == "degraded" for _, _, body in answers)
+    assert degraded >= 2, f"/healthz answered {degraded} times with intake degraded while it ran away"
     assert wait_for(lambda: len(receiver.requests) == 2, 10)
     bodies = {json.loads(r.body)["job_id"]: json.loads(r.body) for r in receiver.requests}
     assert bodies["calm-1"]["summary"]["title"] != bodies["quarantined:runaway-1"]["summary"]["title"]

@@ -159,7 +159,7 @@ async def test_a_claim_whose_reply_was_lost_is_returned_and_processed(
         stop.set()
         await asyncio.wait_for(task, 10)
         reaped = runtime.metrics.render().decode()
-    assert await aredis.llen(keys.alerted("dead_letter:lost")) == 1
+    assert await aredis.llen(keys.alerted("dead_letter:lost")) == 1, "the orphan was returned and archived"
     assert "id=orphan-claim" in out.getvalue()
     messages = [r.getMessage() for r in caplog.records]
     assert "returned an orphaned claim to dead_letter:lost" in messages, "the sweep returned it"

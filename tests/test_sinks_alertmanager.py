@@ -24,6 +24,7 @@ from bridge.console.auth import Authenticator
 from bridge.console.wiring import build_console
 from bridge.delivery.factory import build_routes
 from bridge.errors import SinkPermanent
+from bridge.models import Alert, Notification
 from bridge.resolves import Resolve, incident_key
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
@@ -34,6 +35,7 @@ from tests.sinks.runtime_contract import RuntimeContract
 from tests.sinks.test_sink_contract import HttpSinkContract
 from tests.support.alertmanager import alertmanager
 from tests.support.http_server import serve
+from tests.support.peers import INSTALL_HINT
 from tests.support.receiver import Receiver, make_alert
 
 pytestmark = pytest.mark.slow
@@ -112,6 +114,37 @@ async def test_a_redrive_resolves_the_alert(peer: Peer) -> None:
     assert gone["labels"]["job_id"] == "job-9"  # only the redriven job
     held = (await peer.http.get(f"{peer.am}/api/v2/alerts", params={"filter": matcher("queue", "orders")})).json()
     assert [a["labels"]["job_id"] for a in held] == ["job-10"]
+
+
+def group_of(count: int, sequence: int, first: Alert) -> Notification:
+    queues = ["orders", "billing"]
+    return Notification(
+        sink="am", group_key="cause:error:timeout", kind="digest", sequence=sequence, count=count,
+        new_count=count if sequence == 1 else 2, previous_at=None if sequence == 1 else 1_764_500_000.0,
+        first_seen=1_764_499_990.0, last_seen=1_764_500_060.0, queues=queues,
+        queue_counts={"orders": 1, "billing": count - 1}, sample_job_ids=[], severity=first.severity, first=first,
+        opened_at=1_764_499_990.0,
+    )
+
+
+async def test_a_group_is_one_alert_resolved_once_its_last_job_left_like_pagerdutys_incident(peer: Peer) -> None:
+    """A grouped sink: every digest updates the group's one alert (the first job's `job_id`); the resolve
+    that closes the group (sent once its last job left, maybe of another queue) ends it."""
+    sink = AlertmanagerSink("am", peer.am, peer.http, timeout_s=5.0, grouped=True)
+    first = make_alert(queue="orders", job_id="job-1", fingerprint="timeout")
+    await sink.send_group(group_of(3, 1, first))
+    await sink.send_group(group_of(5, 2, first))
+    await peer.sink.send(make_alert(queue="billing", job_id="other-1", fingerprint="other"))
+    held = (await peer.http.get(f"{peer.am}/api/v2/alerts", params={"filter": matcher("fingerprint", "timeout")}))
+    [group] = held.json()  # both digests are one alert
+    assert group["labels"]["job_id"] == "job-1" and group["annotations"]["count"] == "5"
+    await sink.send_resolve(Resolve(dedup_key=sink.group_dedup_key(first), idempotency_key="billing:job-5",
+                                    queue="billing", fingerprint="timeout", cause="timeout"))
+    await peer.until(lambda: bool(peer.alerts("resolved")))
+    [gone] = peer.alerts("resolved")
+    assert gone["labels"]["job_id"] == "job-1" and gone["labels"]["fingerprint"] == "timeout"
+    left = (await peer.http.get(f"{peer.am}/api/v2/alerts", params={"active": "true"})).json()
+    assert [a["labels"]["job_id"] for a in left if a["status"]["state"] == "active"] == ["other-1"]
 
 
 async def test_a_resolve_of_an_alert_alertmanager_never_had_sends_nothing(peer: Peer) -> None:
@@ -230,7 +263,7 @@ async def test_a_console_redrive_through_the_runtime_resolves_the_alert_and_the_
 def test_the_route_snippet_in_docs_sinks_md_is_a_valid_alertmanager_config(tmp_path: Path) -> None:
     amtool = shutil.which("amtool")
     if amtool is None:
-        pytest.skip("amtool is not installed (apt-get install prometheus-alertmanager)")
+        pytest.skip(f"amtool is not installed (Debian's prometheus-alertmanager: {INSTALL_HINT})")
     docs = (Path(__file__).resolve().parents[1] / "docs" / "sinks.md").read_text()
     [route] = re.findall(r"```yaml\n(.*?)```", docs, re.S)
     config = tmp_path / "route.yml"

@@ -18,7 +18,7 @@ from standardwebhooks import Webhook
 
 from bridge.delivery.grouping import Grouper
 from bridge.errors import SinkRetryable
-from bridge.models import Alert, GroupJob, Notification, NotificationKind, Severity
+from bridge.models import Alert, GroupJob, Notification, NotificationKind, Severity, SummarySource
 from bridge.settings import PagerDutySinkSettings, SlackSinkSettings
 from bridge.sinks.console import ConsoleSink
 from bridge.sinks.pagerduty import PagerDutySink, dedup_key
@@ -269,8 +269,11 @@ async def test_a_storm_through_grouper_and_real_receivers_pages_once_per_cause(a
 
 async def test_an_outage_card_names_cause_dependency_jobs_and_queues_on_every_sink(aredis: aioredis.Redis) -> None:
     """12 queues, one cause: the title says what is down and how wide, never a hash or one queue."""
+    from bridge.sinks.alertmanager import render_group_alert
     from bridge.sinks.console import render_group_card as console_card
+    from bridge.sinks.email.render import group_message
     from bridge.sinks.pagerduty import render_group_event
+    from bridge.sinks.teams_card import render_group_card as teams_card
     from bridge.sinks.webhook import render_group_body
     from tests.test_grouping import Clock, outage_job
 
@@ -301,3 +304,22 @@ async def test_an_outage_card_names_cause_dependency_jobs_and_queues_on_every_si
     assert body["cause"]["outage"] is True and body["label"] == "cause: postgres-primary:5432 unreachable"
     text = console_card(n)
     assert title in text and "dependency postgres-primary:5432" in text and "queue-00 ×250, 08:00:00" in text
+    teams = json.dumps(teams_card(n), ensure_ascii=False)
+    mail = group_message(n, "bridge@example.com", ["oncall@example.com"])
+    mail_text = mail.get_body(("plain",)).get_content()  # type: ignore[union-attr]
+    am = render_group_alert(n)["annotations"]
+    for name, words in (("Teams", teams), ("email", mail_text), ("Alertmanager", json.dumps(am, ensure_ascii=False))):
+        assert title in words, f"{name}: the outage title"
+        assert "cause: postgres-primary:5432 unreachable" in words, f"{name}: the group in words"
+        assert "sync_inventory ×271 · reindex ×12" in words, f"{name}: the job names with counts"
+        assert "queue-00 ×250" in words and "and 2 more queues" in words, f"{name}: the queues, cut"
+        assert "list ×283" in words and "postgres-primary:5432" in words, f"{name}: kinds and dependency"
+        assert n.first.dead_letter.fingerprint not in words, f"{name}: words, not a hash"
+    assert str(mail["Subject"]).startswith(f"[ERROR] {title} · queues queue-00 ×250")
+    assert "queue-00 ×250, 08:00:00–08:00:00 UTC" in teams and "queue-00 ×250, 08:00:00–08:00:00 UTC" in mail_text
+    assert am["summary"].startswith(title) and am["dependency"] == "postgres-primary:5432"
+    modelled = n.first.summary.model_copy(update={"title": "Inventory sync cannot reach its database",
+                                                  "source": SummarySource.OPENCLAW, "fallback_reason": None})
+    by_model = n.model_copy(update={"first": n.first.model_copy(update={"summary": modelled})})
+    assert render_group_card(by_model)["blocks"][0]["text"]["text"] == card["blocks"][0]["text"]["text"], (
+        "the outage title is the cause's: a model's summary and the fallback's give the same one")

@@ -1,5 +1,7 @@
 """Storms through running `dlq-bridge run` processes (issue 11): grouping fleet-wide, kill -9 of a group's sender.
 
+Issue 25's outage storm (one cause over 12 queues and three kinds) is tests/test_storm_outage.py.
+
 Real Redis, real local receivers, real bridge processes; short group timers so
 the storm's whole life fits in a test (docs/design.md, section 5b).
 """
@@ -17,7 +19,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import redis.asyncio as aioredis
 
@@ -262,140 +263,3 @@ async def test_a_critical_dead_letter_of_a_new_cause_is_not_held_behind_a_storm(
 
 async def _llen_is(client: aioredis.Redis, key: str, n: int) -> bool:
     return int(await client.llen(key)) == n
-
-
-OUTAGE = "ConnectionRefusedError: postgres-primary:5432 refused connection (order {i})"
-LIST_QUEUES = [f"inventory-{n:02d}" for n in range(9)]
-RQ_QUEUES = ["rq-reindex", "rq-export"]
-WAVES, WAVE_S = 10, 3.0
-
-
-def produce_peers(redis_url: str, per_queue: int) -> tuple[list[str], list[str]]:
-    """Real RQ and Sidekiq workers fail `per_queue` jobs each with the outage's error (the peers installed)."""
-    from tests.kinds import producers
-
-    rq_queues = RQ_QUEUES if producers.rq_missing() is None else []
-    for queue in rq_queues:
-        producers.produce_rq(redis_url, queue, per_queue, job="sync_inventory")
-    sidekiq_queues = ["sq-inventory"] if producers.sidekiq_missing() is None else []
-    if sidekiq_queues:
-        producers.produce_sidekiq(redis_url, per_queue, worker="SyncInventoryWorker", queue="sq-inventory")
-    return rq_queues, sidekiq_queues
-
-
-async def serving(port: int) -> bool:
-    """True once the replica's HTTP server answers at all (its runtime is up)."""
-    async with httpx.AsyncClient() as client:
-        try:
-            await client.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0)
-        except httpx.HTTPError:
-            return False
-    return True
-
-
-def outage_entries(queue: str, n: int) -> list[str]:
-    return [json.dumps({"queue": queue, "job_id": f"{queue}-{i}", "job_name": "sync_inventory",
-                        "last_error": OUTAGE.format(i=i)}) for i in range(n)]
-
-
-def outage_config(tmp_path: Path, redis_url: str, consumer: str, sinks: list[dict[str, Any]],
-                  rq_queues: list[str], sidekiq: bool, port: int) -> Path:
-    sources: dict[str, Any] = {"concurrency": 8, "poll_interval_s": 0.01, "heartbeat_interval_s": 0.5,
-                               "heartbeat_ttl_s": 2, "reap_interval_s": 0.5}
-    sections: dict[str, Any] = {
-        "server": {"port": port, "grace_s": 5},
-        "redis": {"url": redis_url, "consumer_id": consumer},
-        "sources": sources,
-        "delivery": {"base_delay_s": 0.01, "max_delay_s": 0.1, "lease_s": 2, "reservation_ttl_s": 2},
-        "sinks": sinks,
-    }
-    if rq_queues:
-        sections["sources.rq"] = [{"queues": rq_queues}]
-    if sidekiq:
-        sections["sources.sidekiq"] = [{"lease_s": 5}]
-    return write_config(tmp_path / f"{consumer}.toml", sections)
-
-
-async def test_an_outage_over_twelve_queues_and_three_kinds_is_one_incident_and_few_messages(
-    aredis: aioredis.Redis, redis_url: str, tmp_path: Path
-) -> None:
-    """Issue 25's storm, scaled to a loaded 2-core machine: 9 list DLQs × 40 and (where the peers are
-    installed) 2 RQ queues and 1 Sidekiq queue × 10 real failed jobs, 12 queues in all, the same
-    connection error to one host, two replicas, Slack at
-    1 message/s and PagerDuty at 120 events/min (their real limits), the list DLQs failing in 10
-    waves over 30 s; one unrelated failure in one of those queues mid-outage. Expect 1 incident
-    and at most 3 Slack messages for the outage, the unrelated failure alerted on its own, nothing
-    lost."""
-    per_list, per_peer = 40, 10
-    rq_queues, sidekiq_queues = produce_peers(redis_url, per_peer)
-    peer_queues = rq_queues + sidekiq_queues
-    total = per_list * len(LIST_QUEUES) + per_peer * len(peer_queues)
-    slack, pagerduty = Receiver(), Receiver(default=Reply(202))
-    procs: list[subprocess.Popen[bytes]] = []
-    timers = {"group_wait_s": 3, "group_interval_s": 20, "repeat_interval_s": 3600}
-    async with serve(slack.app) as s, serve(pagerduty.app) as p:
-        sinks = [
-            {"name": "slack", "type": "slack", "url": f"{s}/services/T/B/X", "group_by": "cause", **timers},
-            {"name": "pd", "type": "pagerduty", "routing_key": "rk", "events_url": f"{p}/v2/enqueue", **timers},
-        ]
-        ports = [free_port() for _ in range(2)]
-        procs = [start_bridge(["--config", str(outage_config(tmp_path, redis_url, f"outage-{n}", sinks, rq_queues,
-                                                             bool(sidekiq_queues), port)),
-                               "run"]) for n, port in enumerate(ports)]
-        try:
-            for port in ports:
-                assert await wait_for(lambda port=port: serving(port), 60, procs), "a replica never served"
-            started = time.monotonic()  # the outage as the bridges see it: the peers' stores are full already
-            batches = {q: outage_entries(q, per_list) for q in LIST_QUEUES}
-            unrelated_at = 0.0
-            for wave in range(WAVES):  # the outage goes on for WAVES × WAVE_S seconds
-                step = per_list // WAVES
-                for queue in LIST_QUEUES:
-                    await aredis.lpush(f"dead_letter:{queue}", *batches[queue][wave * step:(wave + 1) * step])
-                if wave == WAVES // 2:
-                    unrelated_at = time.monotonic()
-                    await aredis.lpush("dead_letter:inventory-03", json.dumps({
-                        "queue": "inventory-03", "job_id": "odd-1", "job_name": "price_update",
-                        "last_error": "KeyError: 'sku-991' not in catalogue"}))
-                await asyncio.sleep(WAVE_S)
-
-            def outage(body: bytes) -> bool:
-                return b"postgres-primary" in body
-
-            def counted(r: Any) -> int:
-                body = json.loads(r.body)
-                return int(body["payload"]["custom_details"].get("count", 1))
-
-            async def settled() -> bool:
-                pd = [r for r in pagerduty.requests if outage(r.body)]
-                return (bool(pd) and counted(pd[-1]) == total
-                        and any(b"sku-" in r.body for r in slack.requests)
-                        and any(b"sku-" in r.body for r in pagerduty.requests))
-
-            assert await wait_for(settled, 110, procs), (len(slack.requests), len(pagerduty.requests))
-            await asyncio.sleep(3)
-        finally:
-            stop(procs)
-
-    for queue in LIST_QUEUES:
-        assert int(await aredis.llen(keys.alerted(f"dead_letter:{queue}"))) == per_list + (queue == "inventory-03")
-    outage_pd = [json.loads(r.body) for r in pagerduty.requests if outage(r.body)]
-    outage_slack = [r for r in slack.requests if outage(r.body)]
-    assert len({e["dedup_key"] for e in outage_pd}) == 1, "one PagerDuty incident for the outage"
-    details = outage_pd[-1]["payload"]["custom_details"]
-    assert details["count"] == total, "0 lost"
-    assert set(details["queues"]) == set(LIST_QUEUES) | set(peer_queues)
-    kinds = {"list", *(["rq"] if rq_queues else []), *(["sidekiq"] if sidekiq_queues else [])}
-    assert set(details["kinds"]) == kinds
-    assert outage_pd[-1]["payload"]["summary"].startswith(
-        f"postgres-primary:5432 unreachable — {len(LIST_QUEUES) + len(peer_queues)} queues")
-    assert len(outage_slack) <= 3, f"{len(outage_slack)} Slack messages for one outage"
-    first_slack = outage_slack[0].at - started
-    [odd] = [r for r in slack.requests if b"sku-" in r.body]
-    assert b"postgres-primary" not in odd.body, "the unrelated failure has its own card"
-    print(f"\noutage storm: {total} dead letters ({len(LIST_QUEUES)} list queues, {len(rq_queues)} RQ queues, "
-          f"{len(sidekiq_queues)} Sidekiq queue), "
-          f"2 replicas: PagerDuty incidents {len({e['dedup_key'] for e in outage_pd})} "
-          f"({len(outage_pd)} events), Slack messages {len(outage_slack)}, "
-          f"first Slack {first_slack:.1f} s after the replicas were up, "
-          f"unrelated failure's Slack card after {odd.at - unrelated_at:.1f} s")

@@ -44,6 +44,7 @@ from bridge.settings import CONFIG_ENV, Settings, SinkSettings, unknown_env_vari
 from bridge.sinks.plugin import SinkContext
 from bridge.sinks.registry import SINKS
 from bridge.sources import refs as kind_sources
+from bridge.sources.build import check_kind_prerequisites
 
 OK, FAIL, SKIP, WARN = "ok", "FAIL", "skip", "warn"
 
@@ -143,6 +144,10 @@ async def check_kind_sources(settings: Settings, probe_s: float) -> list[Result]
     """One row per configured `[[sources.<kind>]]`: reachable, with its depth (docs/sources.md)."""
     if not kind_sources.configured(settings):
         return []
+    try:  # the lines `run` refuses with: connection variables first, then client libraries
+        check_kind_prerequisites(settings.sources)
+    except ConfigError as exc:
+        return [Result("source", "(kinds)", FAIL, "; ".join(exc.problems))]
     try:
         async with open_redis(settings) as client:
             found = await kind_sources.depths(settings, client, probe_s)

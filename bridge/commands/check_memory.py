@@ -37,8 +37,9 @@ async def check_redis_memory(settings: Settings, probe_s: float) -> list[tuple[s
              for n in nodes if n.full]
     if quarantined:
         rows.append(("quarantine", QUARANTINE_MATCH, WARN,
-                     f"{quarantined} entries held, never trimmed: read them with LRANGE, then fix and push them "
-                     "back to their DLQ, or DEL the list"))
+                     f"{quarantined} entries held, never trimmed: list them with `dlq-bridge redrive QUEUE "
+                     "--quarantine --dry-run`, fix the cause, then put them back on their DLQ with "
+                     "`dlq-bridge redrive QUEUE --quarantine` (runbooks/operations/entry-quarantined.md)"))
     return rows
 
 

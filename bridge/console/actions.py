@@ -32,6 +32,7 @@ from bridge import keys
 from bridge.cause import cause_key
 from bridge.console.audit import AuditLog
 from bridge.console.entries import Record
+from bridge.console.history import record_act
 from bridge.console.service import ConsoleService, record_id, silence_view
 from bridge.console.views import ActionResult, SilenceCreate, SilenceView
 from bridge.delivery.deliver import Deliverer, Route
@@ -72,6 +73,7 @@ class ConsoleActions:
     ) -> None:
         self._service = service
         self._redis = client
+        self.redis = client
         self._resolver = resolver
         self._routes = dict(routes or {})
         self._deliverer = deliverer
@@ -88,10 +90,10 @@ class ConsoleActions:
 
     async def redrive_entry(self, source: str, entry_id: str, who: str) -> ActionResult:
         target = f"{source} {entry_id}"
-        ok, message = await self._redrive(source, entry_id)
+        ok, message = await self._redrive(source, entry_id, who)
         return await self._done(who, "redrive", target, ok, message, 1 if ok else 0)
 
-    async def _redrive(self, source: str, entry_id: str) -> tuple[bool, str]:
+    async def _redrive(self, source: str, entry_id: str, who: str, action: str = "redrive") -> tuple[bool, str]:
         work = keys.work_queue(source)
         if self._service.is_kind(source) or work is None:
             return False, f"{source} is not a dead_letter: list; retry its jobs in the job system's own UI"
@@ -102,11 +104,17 @@ class ConsoleActions:
         left = await finish_staged(self._redis, plan)  # a killed cross-slot redrive of this DLQ (cluster)
         if not await move_batch(self._redis, plan, [raw]):
             return False, "the entry left the archive meanwhile"
+        await record_act(self._redis, source, entry_id, who, action, self._clock())
         resolved = await self._resolve(await self._service.record(source, entry_id))
         note = f"; PagerDuty resolve queued for {resolved}" if resolved else ""
         if left:
             note += f"; also pushed {left} entries an interrupted redrive left in staging"
         return True, f"moved to {keys.display(work)}{note}"
+
+    async def queue_resolves(self, record: Record | None) -> str:
+        """Queue the PagerDuty resolves a redrive of `record` calls for, as a single redrive does
+        (bulk redrives, bridge.console.bulk); the sinks, comma-separated."""
+        return await self._resolve(record)
 
     async def _resolve(self, record: Record | None) -> str:
         if record is None:
@@ -121,19 +129,40 @@ class ConsoleActions:
         return ", ".join(sinks)
 
     async def redrive_group(self, sink: str, group_key: str, who: str) -> ActionResult:
+        """Every member of the group (a cause group spans DLQs: each job back into its own DLQ's work
+        queue), each archive read once; a member of another kind is left to its job system."""
         target = f"{sink} {group_key}"
-        group = await self._service.group(sink, group_key)
+        group = await self._service.group(sink, group_key, every_member=True)
         if group is None:
             return await self._done(who, "redrive-group", target, False, "no such open group")
-        moved = failed = 0
+        by_source: dict[str, list[str]] = {}
+        other_kinds = 0
         for job in group.jobs:
-            if job.source is None:
-                failed += 1
-                continue
-            ok, _message = await self._redrive(job.source, job.entry_id)
-            moved, failed = moved + ok, failed + (not ok)
+            if job.source is None or self._service.is_kind(job.source) or keys.work_queue(job.source) is None:
+                other_kinds += 1
+            else:
+                by_source.setdefault(job.source, []).append(job.entry_id)
+        moved = 0
+        for source, entry_ids in by_source.items():
+            moved += await self._redrive_many(source, entry_ids, who)
         message = f"{moved} of {len(group.jobs)} jobs moved back to their work queue"
+        if other_kinds:
+            message += f"; {other_kinds} of another kind: retry them in their job system's own UI"
         return await self._done(who, "redrive-group", target, moved > 0, message, moved)
+
+    async def _redrive_many(self, source: str, entry_ids: list[str], who: str) -> int:
+        """`_redrive` of many entries of one list DLQ, its archive read once; how many moved."""
+        work = keys.work_queue(source)
+        assert work is not None
+        plan = Plan(source=keys.alerted(source), target=work, dlq=source)
+        await finish_staged(self._redis, plan)
+        moved = 0
+        for entry_id, raw in (await self._service.find_raws(source, entry_ids)).items():
+            if await move_batch(self._redis, plan, [raw]):
+                moved += 1
+                await record_act(self._redis, source, entry_id, who, "redrive-group", self._clock())
+                await self._resolve(await self._service.record(source, entry_id))
+        return moved
 
     async def redrive_quarantine(self, source: str, who: str) -> ActionResult:
         """The oldest `QUARANTINE_BATCH` quarantined entries of a DLQ back onto it, byte for byte,

@@ -19,6 +19,7 @@ or the role token's name; with the single token or nobody, the body's
     GET    /api/v1/sources                          [SourceView]
     GET    /api/v1/entries?source=&offset=&limit=   EntryPage     (newest first)
     GET    /api/v1/entry?source=&id=                EntryView     404 when unknown
+    GET    /api/v1/entry/history?source=&id=        [HistoryItem] every hand-off of its job, newest first; who acted
     GET    /api/v1/groups                           [GroupSummaryView]
     GET    /api/v1/group?sink=&key=                 GroupView     404 when unknown
     GET    /api/v1/undeliverable?limit=             [UndeliverableView]
@@ -34,10 +35,15 @@ or the role token's name; with the single token or nobody, the body's
     DELETE /api/v1/undeliverable/{id}               ActionResult
     POST   /api/v1/silences                         SilenceView   201 (400: no matcher / past end)
     DELETE /api/v1/silences/{id}                    ActionResult
+    POST   /api/v1/bulk                             BulkView      201: the snapshot (filter.as_of) fixed, its count
+    GET    /api/v1/bulk/{id}                        BulkView      progress
+    POST   /api/v1/bulk/{id}/run?batch=             BulkView      the next batch (call until state is done)
+    POST   /api/v1/bulk/{id}/cancel                 BulkView      (bridge.console.bulk; 409 busy or nothing to do)
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -48,7 +54,10 @@ from pydantic import BaseModel
 from bridge.console import roles
 from bridge.console.actions import ConsoleActions, SilenceError
 from bridge.console.auth import Authenticator, Principal
+from bridge.console.bulk import BATCH_DEFAULT, BATCH_MAX, BulkActions, BulkCreate, BulkError, BulkView
+from bridge.console.bulk import NEEDS as BULK_NEEDS
 from bridge.console.export import ExportFilter, csv_stream, describe, json_stream
+from bridge.console.history import HistoryItem
 from bridge.console.search import SearchFilter, SearchPage
 from bridge.console.service import ConsoleService
 from bridge.console.views import (
@@ -89,6 +98,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 _SILENCE_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "No matcher, or an end that is not in the future"}, **_ERRORS,
+}
+_BULK_ERRORS: dict[int | str, dict[str, Any]] = {
+    **_ERRORS, 404: {"model": ErrorBody, "description": "No such bulk action"},
+    409: {"model": ErrorBody, "description": "No snapshot (as_of), nothing to act on, too many, or running elsewhere"},
 }
 _READ_ERRORS: dict[int | str, dict[str, Any]] = {401: _ERRORS[401], 403: _ERRORS[403], 503: _ERRORS[503]}
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody, "description": "Not found"}, **_READ_ERRORS}
@@ -153,9 +166,11 @@ def build_api() -> APIRouter:
     router = APIRouter(prefix="/api/v1", tags=["console"], dependencies=[needs("read")])
     _reads(router)
     _lookups(router)
+    _history(router)
     _redrives(router)
     _actions(router)
     _exports(router)
+    _bulk(router)
     return router
 
 
@@ -172,6 +187,15 @@ def _reads(router: APIRouter) -> None:
     async def search(c: Con, query: Annotated[SearchFilter, Query()]) -> SearchPage:
         return await c.service.search(query)
 
+
+
+def _history(router: APIRouter) -> None:
+    @router.get("/entry/history", response_model=list[HistoryItem], responses=_NOT_FOUND)
+    async def entry_history(c: Con, source: Source, id: EntryId) -> list[HistoryItem]:
+        found = await c.service.history(source, id)
+        if not found:
+            raise HTTPException(404, "no such entry")
+        return found
 
 
 def _lookups(router: APIRouter) -> None:
@@ -287,3 +311,42 @@ def _actions(router: APIRouter) -> None:
             raise HTTPException(403, roles.refusal(roles.NEEDS["expire-silence"], caller.role)
                                 + f": the silence is {found.author}'s")
         return _result(await c.actions.expire_silence(silence_id, name))
+
+
+
+async def _bulk_call(call: Awaitable[BulkView]) -> BulkView:
+    try:
+        return await call
+    except BulkError as exc:
+        raise HTTPException(exc.status, str(exc)) from None
+
+
+def _bulk(router: APIRouter) -> None:
+    def bulk_of(c: Console) -> BulkActions:
+        return BulkActions(c.service, c.actions, c.actions.redis)
+
+    async def found(c: Console, bulk_id: str) -> BulkView:
+        view = await bulk_of(c).view(bulk_id)
+        if view is None:
+            raise HTTPException(404, "no such bulk action")
+        return view
+
+    @router.post("/bulk", response_model=BulkView, status_code=201, responses=_BULK_ERRORS)
+    async def create_bulk(c: Con, request: Request, body: BulkCreate, who: Who = None) -> BulkView:
+        caller = get_auth(request).require(request, BULK_NEEDS[body.action])
+        return await _bulk_call(bulk_of(c).create(body, who_of(None, who, caller)))
+
+    @router.get("/bulk/{bulk_id}", response_model=BulkView, responses=_NOT_FOUND)
+    async def bulk_progress(c: Con, bulk_id: str) -> BulkView:
+        return await found(c, bulk_id)
+
+    @router.post("/bulk/{bulk_id}/run", response_model=BulkView, responses=_BULK_ERRORS)
+    async def run_bulk(c: Con, request: Request, bulk_id: str, who: Who = None,
+                       batch: Annotated[int, Query(ge=1, le=BATCH_MAX)] = BATCH_DEFAULT) -> BulkView:
+        caller = get_auth(request).require(request, BULK_NEEDS[(await found(c, bulk_id)).action])
+        return await _bulk_call(bulk_of(c).run(bulk_id, who_of(None, who, caller), batch))
+
+    @router.post("/bulk/{bulk_id}/cancel", response_model=BulkView, responses=_BULK_ERRORS)
+    async def cancel_bulk(c: Con, request: Request, bulk_id: str, who: Who = None) -> BulkView:
+        caller = get_auth(request).require(request, BULK_NEEDS[(await found(c, bulk_id)).action])
+        return await _bulk_call(bulk_of(c).cancel(bulk_id, who_of(None, who, caller)))

@@ -19,7 +19,7 @@ Every lookup of one page goes out in one pipelined batch.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,14 +216,23 @@ def _padded_chunks(items: Sequence[Any], counts: Sequence[int], size: int) -> li
 
 async def find_raw(client: redis.Redis, archive: str, entry_id: str, limit: int) -> bytes | None:
     """The raw bytes of the archived entry whose digest is `entry_id` (newest first, at most `limit` read)."""
+    return (await find_raws(client, archive, [entry_id], limit)).get(entry_id)
+
+
+async def find_raws(client: redis.Redis, archive: str, entry_ids: Collection[str], limit: int) -> dict[str, bytes]:
+    """The raw bytes of the archived entries whose digests are `entry_ids`, by digest (one pass, newest
+    first, at most `limit` read; it stops once every one is found)."""
+    wanted, found = set(entry_ids), dict[str, bytes]()
     start = 0
-    while start < limit:
+    while start < limit and wanted:
         raws = await client.lrange(keys.encode(archive), start, start + FIND_CHUNK - 1)
         for raw in raws:
             data = raw if isinstance(raw, bytes) else raw.encode()
-            if entry_digest(data) == entry_id:
-                return data
+            digest = entry_digest(data)
+            if digest in wanted:
+                wanted.discard(digest)
+                found[digest] = data
         if len(raws) < FIND_CHUNK:
-            return None
+            break
         start += FIND_CHUNK
-    return None
+    return found

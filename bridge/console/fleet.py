@@ -139,15 +139,19 @@ def _list_source(job: GroupJob, first: DeadLetter) -> str | None:
     return None
 
 
-async def group_view(client: redis.Redis, sink: SinkSettings, group: str) -> tuple[GroupView, Alert] | None:
-    """One group with its members (the first MEMBERS_MAX in arrival order) and its first alert."""
+async def group_view(
+    client: redis.Redis, sink: SinkSettings, group: str, members_max: int | None = None
+) -> tuple[GroupView, Alert] | None:
+    """One group with its members (the first `members_max`, else MEMBERS_MAX, in arrival order; 0: all)
+    and its first alert."""
+    limit = MEMBERS_MAX if members_max is None else members_max
     fields = await client.hmget(keys.group(sink.name, group),
                                 ["count", "notified", "first_seen", "last_seen", "severity", "first"])
     summary = _summary(sink.name, group, fields, await client.hgetall(keys.group_queues(sink.name, group)))
     if summary is None:
         return None
     first = Alert.model_validate_json(fields[5] or b"")
-    scored = await client.zrange(keys.group_jobs(sink.name, group), 0, MEMBERS_MAX - 1, withscores=True)
+    scored = await client.zrange(keys.group_jobs(sink.name, group), 0, limit - 1, withscores=True)
     arrivals: list[tuple[str, float]] = [(_text(pair[0]), float(pair[1])) for pair in scored]
     members = [m for m, _n in arrivals]
     details = await client.hmget(keys.group_job_details(sink.name, group), members) if members else []

@@ -14,6 +14,7 @@ script or handler, no framing.
 
 from __future__ import annotations
 
+import json
 import logging
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
@@ -183,7 +184,7 @@ async def _source(svc: ConsoleService, key: str, offset: int) -> Mapping[str, An
 
 async def _entry(svc: ConsoleService, source: str, entry_id: str) -> Mapping[str, Any] | None:
     found = await svc.entry(source, entry_id)
-    return None if found is None else {"e": found}
+    return None if found is None else {"e": found, "history": await svc.history(source, entry_id)}
 
 
 async def _groups(svc: ConsoleService) -> Mapping[str, Any]:
@@ -210,12 +211,17 @@ async def _search(svc: ConsoleService, params: Mapping[str, str]) -> Mapping[str
     form = {name: str(params.get(name, ""))[:512] for name in FORM_FIELDS}
     given = {k: v for k, v in form.items() if v}
     try:
-        query = SearchFilter.model_validate({**given, "before": str(params.get("before", ""))[:80]})
+        query = SearchFilter.model_validate({**given, "before": str(params.get("before", ""))[:80],
+                                             "as_of": str(params.get("as_of", ""))[:80]})
     except ValidationError as exc:
         problem = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        return {"form": form, "page": None, "problem": problem, "query": ""}
+        return {"form": form, "page": None, "problem": problem, "query": "", "pinned": "", "bulk_filter": ""}
     page = await svc.search(query) if given or params.get("all") else None
-    return {"form": form, "page": page, "problem": "", "query": urllib.parse.urlencode(given)}
+    snapshot = {"as_of": page.snapshot} if page is not None and page.snapshot else {}
+    # the older pages, the exports and the bulk actions keep to this page's snapshot
+    bulk_filter = json.dumps({**query.model_dump(exclude={"before", "limit"}, exclude_defaults=True), **snapshot})
+    return {"form": form, "page": page, "problem": "", "query": urllib.parse.urlencode(given),
+            "pinned": urllib.parse.urlencode({**given, **snapshot}), "bulk_filter": bulk_filter if snapshot else ""}
 
 
 async def _audit(svc: ConsoleService) -> Mapping[str, Any]:

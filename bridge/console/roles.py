@@ -1,8 +1,9 @@
 """Console roles: who may do which action (docs/design.md, "Console roles").
 
     viewer    reads every page and `/api/v1` GET
-    operator  + redrive (entry, group), retry undeliverables, create silences, expire its own silences
-    admin     + discard undeliverables, expire anyone's silence
+    operator  + redrive (entry, group, a bulk snapshot), retry undeliverables, create silences (one, or
+                one per cause of a bulk snapshot), expire its own silences
+    admin     + discard undeliverables and archived entries (a bulk snapshot), expire anyone's silence
 
 The API and the pages ask the same table (`NEEDS`), so they cannot disagree.
 """
@@ -22,6 +23,7 @@ NEEDS: dict[str, Role] = {
     "silence": "operator",
     "expire-own-silence": "operator",
     "discard": "admin",
+    "discard-entry": "admin",
     "expire-silence": "admin",
 }
 

@@ -10,6 +10,8 @@ A filter (`SearchFilter`, all fields optional, all given ones must match):
              its words; a word the index skips, shorter than 3 or starting with a digit, must be a part)
     since / until   hand-off time range (epoch seconds)
     before   the page cursor (the score of the previous page's last entry)
+    as_of    the snapshot: only entries scored at or below it (handed off no later than the page that
+             showed them); a first page answers its own as `snapshot`, which bulk actions take
 
 Per source, the narrowest set (an exact facet: fp, error, job, summary; else
 the rarest query word's set; else the queue sets matching the glob; else the
@@ -17,13 +19,16 @@ three summary sets, which hold every entry; bridge.console.search_index) is
 read newest first with one ZREVRANGEBYSCORE; candidates of all sources are
 merged by score (unique: ms plus a tie-break), their records fetched with one
 HMGET per source, and the other conditions checked in Python. The state filter needs each candidate's delivery state
-(bridge.console.entries.DeliveryReader). At most `SCAN_MAX` candidates are
-checked per page; a page that stopped there says so (`complete: false`).
+(bridge.console.entries.DeliveryReader). At most `SCAN_MAX` candidates, and
+rounds for at most `TIME_BUDGET_S`, are checked per page (a rare delivery state
+costs its lookups per candidate); a page that stopped there says so
+(`complete: false`) and its cursor continues where it stopped.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -38,6 +43,7 @@ from bridge.console.search_index import SearchIndex, by_facet, facet_values, rec
 from bridge.console.views import EntryView, SinkDelivery
 
 SCAN_MAX = 5000
+TIME_BUDGET_S = 0.15  # a page checks no new round after this long (bench: a rare state, 5,000 candidates, ~1.5 s)
 BATCH = 400
 CHECK_PAGES = 4  # a round of candidates to check (text, state, two facets): four pages' worth, at most BATCH
 PER_SET_MIN = 4  # rows read per set and round at least (many sets: a few rows each, more rounds if skewed)
@@ -47,6 +53,7 @@ SummaryName = Literal["", "openclaw", "cache", "fallback"]
 SUMMARIES = ("openclaw", "cache", "fallback")
 StateName = Literal["", "delivered", "duplicate", "pending", "grouped", "undeliverable", "silenced", "unknown"]
 Short = Field(default="", max_length=512)
+SCORE = r"^$|^[0-9]+(\.[0-9]+)?$"
 
 
 class SearchFilter(BaseModel):
@@ -63,7 +70,9 @@ class SearchFilter(BaseModel):
     text: str = Field(default="", max_length=TEXT_MAX)
     since: float | None = Field(default=None, ge=0, le=TIME_MAX, allow_inf_nan=False)
     until: float | None = Field(default=None, ge=0, le=TIME_MAX, allow_inf_nan=False)
-    before: str = Field(default="", max_length=40, pattern=r"^$|^[0-9]+(\.[0-9]+)?$")
+    before: str = Field(default="", max_length=40, pattern=SCORE)
+    as_of: str = Field(default="", max_length=40, pattern=SCORE,
+                       description="Only entries at or below this score (a page's `snapshot`).")
     limit: int = Field(default=25, ge=1, le=100)
 
 
@@ -72,7 +81,11 @@ class SearchPage(BaseModel):
     entries: list[EntryView]
     next_before: str | None = Field(description="The cursor of the next (older) page; None at the end.")
     scanned: int = Field(description="Candidates checked for this page.")
-    complete: bool = Field(description="False when the scan stopped at its bound before the archive's end.")
+    complete: bool = Field(description="False when the scan stopped at its bound (candidates or time) before "
+                                       "the archive's end: `next_before` continues it.")
+    snapshot: str | None = Field(default=None, description=(
+        "The score of the newest match as this page saw it (or the filter's `as_of`): pass it as `as_of` "
+        "to page on, or to a bulk action, so entries handed off later are never included."))
 
 
 @dataclass(frozen=True)
@@ -88,8 +101,10 @@ Match = tuple[Candidate, bytes | None, Any]
 
 
 class Searcher:
-    def __init__(self, client: redis.Redis, index: SearchIndex, views: Views, states: States) -> None:
+    def __init__(self, client: redis.Redis, index: SearchIndex, views: Views, states: States,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._redis = client
+        self._clock = clock
         self._index = index
         self._views = views
         self._states = states
@@ -101,8 +116,8 @@ class Searcher:
         drivers = await self._drivers(f, chosen)
         ceiling = _ceiling(f)
         matches: list[Match] = []
-        scanned, exhausted = 0, False
-        while len(matches) <= f.limit and scanned < SCAN_MAX:
+        scanned, exhausted, deadline = 0, False, self._clock() + TIME_BUDGET_S
+        while len(matches) <= f.limit and scanned < SCAN_MAX and (scanned == 0 or self._clock() < deadline):
             batch, exhausted = await self._next_batch(f, drivers, ceiling)
             scanned += len(batch)
             matches.extend(await self._check(f, batch))
@@ -116,8 +131,9 @@ class Searcher:
             next_before: str | None = repr(page[-1][0].score)
         else:
             next_before = None if exhausted else ceiling.lstrip("(")
+        snapshot = f.as_of or (repr(page[0][0].score) if page and not f.before else None)
         return SearchPage(filter=f, entries=entries, next_before=next_before, scanned=scanned,
-                          complete=exhausted or len(matches) > f.limit)
+                          complete=exhausted or len(matches) > f.limit, snapshot=snapshot)
 
     async def _entry_views(self, page: Sequence[Match]) -> list[EntryView]:
         """The page's views, their delivery states read in one batch, in the page's order."""
@@ -219,10 +235,12 @@ def _exact(f: SearchFilter) -> bool:
 
 
 def _ceiling(f: SearchFilter) -> str:
-    top = repr(float(int(f.until * 1000)) + 0.9999) if f.until is not None else "+inf"
+    tops = [float(int(f.until * 1000)) + 0.9999] if f.until is not None else []
+    tops += [float(f.as_of)] if f.as_of else []
+    top = repr(min(tops)) if tops else "+inf"
     if not f.before:
         return top
-    return f"({f.before}" if f.until is None or float(f.before) < float(top) else top
+    return f"({f.before}" if not tops or float(f.before) < float(top) else top
 
 
 def _source_matches(f: SearchFilter, name: str, kind: str) -> bool:

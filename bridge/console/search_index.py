@@ -9,6 +9,9 @@ reads new records from that index and adds, in the source's own slot:
     dlq_bridge:entries:<ref>:facets               HASH "<facet>:<value>" → newest score (the values there are)
     dlq_bridge:entries:<ref>:queues               HASH queue → newest score (what a queue glob is matched on)
     dlq_bridge:entries:<ref>:indexed              STRING the highest ms indexed so far
+    dlq_bridge:entries:<ref>:acted                HASH digest → who acted on it (bridge.console.history)
+    dlq_bridge:entries:<ref>:jobs                 ZSET (score 0) "<job id>\\0<ms, 15 digits>\\0<digest>": every
+                                                  hand-off of a job, read by lex range (an entry's history)
 
 Facets: `error` (error class), `fp` (fingerprint), `job` (job name), `queue`,
 `summary` (openclaw, cache, fallback: together every entry), and `w`: each
@@ -44,6 +47,7 @@ WORD = re.compile(r"[^\W\d_][\w]{2,31}")  # a word: a letter, then 2-31 word cha
 WORDS_MAX = 24  # distinct words indexed per entry (of the redacted error, then the excerpt)
 TRIM_EVERY_S = 60.0
 REFRESH_EVERY_S = 1.0  # a search sees hand-offs at most this old (the index checks once a second)
+JOBS_SLACK = 2  # the jobs set is cleaned of trimmed hand-offs once it holds twice the records kept
 TIE_STEPS = 4096  # ms < 2**41: 12 bits of a double's 53 are left for a tie-break below the millisecond
 
 
@@ -78,6 +82,25 @@ def queues_key(source: str) -> bytes:
     return keys.encode(f"{keys.entry_records(source)}:queues")
 
 
+def jobs_key(source: str) -> bytes:
+    return keys.encode(f"{keys.entry_records(source)}:jobs")
+
+
+def job_member(job_id: str, ms: float, digest: str) -> str:
+    return f"{job_id[:VALUE_MAX]}\0{int(ms):015d}\0{digest}"
+
+
+def acted_key(source: str) -> bytes:
+    """HASH digest → who acted on the entry from the console (bridge.console.history)."""
+    return keys.encode(f"{keys.entry_records(source)}:acted")
+
+
+def member_ms(member: Any) -> int:
+    """The hand-off ms of a jobs-set member (0 when unreadable: it is dropped at the next clean-up)."""
+    parts = _text(member).rsplit("\0", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
+
+
 def indexed_key(source: str) -> bytes:
     return keys.encode(f"{keys.entry_records(source)}:indexed")
 
@@ -94,6 +117,13 @@ def facet_values(record: dict[str, Any]) -> dict[str, str]:
             "summary": str(summary.get("source") or "")}
 
 
+def job_of(record: dict[str, Any]) -> str:
+    alert = record.get("alert")
+    if alert is None and isinstance(record.get("parcel"), dict):
+        alert = orjson.loads(record["parcel"]["alert"])
+    return str(((alert or {}).get("dead_letter") or {}).get("job_id") or "")
+
+
 def record_words(record: dict[str, Any]) -> list[str]:
     alert = record.get("alert")
     if alert is None and isinstance(record.get("parcel"), dict):
@@ -104,6 +134,29 @@ def record_words(record: dict[str, Any]) -> list[str]:
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def _members(rows: Iterable[tuple[str, float, Any]]) -> tuple[dict[tuple[str, str], dict[str, float]],
+                                                               dict[str, float]]:
+    """The facet-set members of a chunk of records, grouped by (facet, value); and the jobs-set members."""
+    members: dict[tuple[str, str], dict[str, float]] = {}
+    jobs: dict[str, float] = {}
+    for digest, ms, raw in rows:
+        if raw is None:
+            continue
+        try:
+            record = orjson.loads(raw)
+            pairs = [*facet_values(record).items(), *(("w", w) for w in record_words(record))]
+            job_id = job_of(record)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue
+        if job_id:
+            jobs[job_member(job_id, ms, digest)] = 0.0
+        score = score_of(ms, digest)
+        for facet, value in pairs:
+            if value:
+                members.setdefault((facet, value[:VALUE_MAX]), {})[digest] = score
+    return members, jobs
 
 
 class SearchIndex:
@@ -155,20 +208,9 @@ class SearchIndex:
         return done
 
     async def _write(self, source: str, rows: Iterable[tuple[str, float, Any]], top: float) -> None:
-        """One chunk: one ZADD per facet value present (members grouped), one HSET of the values seen."""
-        members: dict[tuple[str, str], dict[str, float]] = {}
-        for digest, ms, raw in rows:
-            if raw is None:
-                continue
-            try:
-                record = orjson.loads(raw)
-                pairs = [*facet_values(record).items(), *(("w", w) for w in record_words(record))]
-            except (ValueError, TypeError, KeyError, AttributeError):
-                continue
-            score = score_of(ms, digest)
-            for facet, value in pairs:
-                if value:
-                    members.setdefault((facet, value[:VALUE_MAX]), {})[digest] = score
+        """One chunk: one ZADD per facet value present (members grouped), one HSET of the values seen,
+        one ZADD of the jobs set."""
+        members, jobs = _members(rows)
         async with self._redis.pipeline(transaction=False) as pipe:
             for (facet, value), scored in members.items():
                 pipe.zadd(by_facet(source, facet, value), scored)
@@ -177,6 +219,8 @@ class SearchIndex:
                 queues: dict[Any, Any] = {v: max(m.values()) for (f, v), m in members.items() if f == "queue"}
                 if queues:
                     pipe.hset(queues_key(source), mapping=queues)
+            if jobs:
+                pipe.zadd(jobs_key(source), jobs)
             pipe.set(indexed_key(source), top)
             await pipe.execute()
 
@@ -195,7 +239,19 @@ class SearchIndex:
                     pipe.hdel(facets_key(source), name)
                     if facet == "queue":
                         pipe.hdel(queues_key(source), value)
-            await pipe.execute()
+            pipe.zcard(jobs_key(source))
+            pipe.zcard(keys.encode(keys.entry_index(source)))
+            *_done, jobs, records = await pipe.execute()
+        if int(jobs) > JOBS_SLACK * max(int(records), 1):  # hand-offs the record trim dropped: rebuild
+            stale: list[Any] = [m for m in await self._redis.zrange(jobs_key(source), 0, -1) if member_ms(m) < floor]
+            for i in range(0, len(stale), INDEX_CHUNK):
+                await self._redis.zrem(jobs_key(source), *stale[i : i + INDEX_CHUNK])
+        acted = await self._redis.hkeys(acted_key(source))
+        if acted:  # the actions of entries whose record the hand-off trimmed
+            kept = await self._redis.hmget(keys.encode(keys.entry_records(source)), acted)
+            gone = [name for name, record in zip(acted, kept, strict=True) if record is None]
+            if gone:
+                await self._redis.hdel(acted_key(source), *gone)
 
     async def queues(self, sources: Sequence[str]) -> dict[str, list[str]]:
         """The queues present in each source (the queue glob is matched against these)."""

@@ -14,6 +14,7 @@ globals. Each method returns a view from `bridge.console.views`:
     silences(include_expired)         -> list[SilenceView]
     audit(limit)                      -> list[AuditRecord]
     search(filter)                    -> SearchPage          every source, newest first (bridge.console.search)
+    history(source, entry_id)         -> list[HistoryItem]   every hand-off of its job (bridge.console.history)
 
 Actions live in `bridge.console.actions.ConsoleActions`. Data comes from the
 stores the pipeline keeps (archive, entry records, sink queues, ledger,
@@ -27,7 +28,7 @@ import asyncio
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +36,9 @@ import redis.asyncio as redis
 
 from bridge import keys
 from bridge.console.audit import AuditLog
-from bridge.console.entries import DeliveryReader, Record, envelope_view, find_raw, summary_view
+from bridge.console.entries import DeliveryReader, Record, envelope_view, find_raw, find_raws, summary_view
 from bridge.console.fleet import gateway_view, group_summaries, group_view, sink_views
+from bridge.console.history import HistoryItem, history
 from bridge.console.search import Searcher, SearchFilter, SearchPage
 from bridge.console.search_index import SearchIndex
 from bridge.console.views import (
@@ -233,6 +235,14 @@ class ConsoleService:
         archive = keys.alerted(source)
         return await find_raw(self._redis, archive, entry_id, self._settings.sources.archive_max)
 
+    async def history(self, source: str, entry_id: str) -> list[HistoryItem]:
+        """Every hand-off of the entry's job in `source`, newest first, with who acted (bridge.console.history)."""
+        return await history(self, self._redis, source, entry_id)
+
+    async def find_raws(self, source: str, entry_ids: Collection[str]) -> dict[str, bytes]:
+        """`find_raw` of many entries of one archive, in one pass over it."""
+        return await find_raws(self._redis, keys.alerted(source), entry_ids, self._settings.sources.archive_max)
+
     async def record(self, source: str, entry_id: str) -> Record | None:
         return Record.parse(await self._redis.hget(keys.encode(keys.entry_records(source)), entry_id))
 
@@ -274,11 +284,12 @@ class ConsoleService:
     async def groups(self) -> list[GroupSummaryView]:
         return await group_summaries(self._redis, self._sinks)
 
-    async def group(self, sink: str, group_key: str) -> GroupView | None:
+    async def group(self, sink: str, group_key: str, every_member: bool = False) -> GroupView | None:
+        """One open group with its first members (`every_member`: all of them, for a redrive)."""
         settings = next((s for s in self._sinks if s.name == sink and s.group_by != "none"), None)
         if settings is None:
             return None
-        found = await group_view(self._redis, settings, group_key)
+        found = await group_view(self._redis, settings, group_key, *((0,) if every_member else ()))
         return found[0] if found else None
 
     async def undeliverable(self, limit: int = 100) -> list[UndeliverableView]:

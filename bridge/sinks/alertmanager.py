@@ -11,10 +11,13 @@ Each alert is one `POST /api/v2/alerts` of a one-element list:
                  itself after that
 
 Alertmanager then groups, inhibits, silences and routes with the user's own configuration. A group
-notification (`group_by` other than "none") is one alert per group, without job_id. A resolve (the
-job was redriven, or left its dead store: `bridge.delivery.resolve`) finds the job's firing alerts
-with `GET /api/v2/alerts?filter=job_id=…` and posts them again with `endsAt` = now, so the label set
-matches whatever the trigger carried. 2xx is success, 400 permanent, 429/5xx retried (`http_errors`).
+notification (`group_by` other than "none") is one alert per group, known, like PagerDuty's group
+incident, by its first job: its `job_id` is the first job's, so every digest of one group updates
+one alert. A resolve (the job was redriven, or left its dead store: `bridge.delivery.resolve`; on a
+grouped sink once every job of the group has) finds the firing alerts with
+`GET /api/v2/alerts?filter=job_id=…` (and the job's queue, when the sink is not grouped: a group's
+last job may be of another queue than its first) and posts them again with `endsAt` = now, so the
+label set matches whatever the trigger carried. 2xx is success, 400 permanent, 429/5xx retried (`http_errors`).
 The password and the bearer token are secrets: never logged, never in an error.
 """
 
@@ -89,7 +92,7 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def labels(alert: Alert, *, with_job: bool = True) -> dict[str, str]:
+def labels(alert: Alert) -> dict[str, str]:
     dl = alert.dead_letter
     out = {
         "alertname": ALERTNAME,
@@ -98,9 +101,8 @@ def labels(alert: Alert, *, with_job: bool = True) -> dict[str, str]:
         "severity": alert.severity.value,
         "source": _cut(dl.source_key, LABEL_CHARS),
         "fingerprint": dl.fingerprint or "none",
+        "job_id": incident_key(dl.job_id),
     }
-    if with_job:
-        out["job_id"] = incident_key(dl.job_id)
     if alert.is_test:
         out["test"] = "true"
     return out
@@ -143,18 +145,20 @@ def render_alert(alert: Alert) -> dict[str, Any]:
 
 
 def render_group_alert(n: Notification) -> dict[str, Any]:
-    """One alert per group, without job_id; a group of one is exactly its job's alert."""
+    """One alert per group, labelled as its first job's (so a group's digests are one alert, and its
+    resolve finds it); a group of one is exactly its job's alert."""
     if n.is_single:
         return render_alert(n.first)
     first = n.first
     body = render_alert(first)
-    body["labels"] = labels(first, with_job=False) | {"severity": n.severity.value}
+    body["labels"] = labels(first) | {"severity": n.severity.value}
     body["annotations"] |= {
-        "summary": _cut(f"{first.summary.title} ({digest.jobs_word(n.count)}; queues {digest.queues_line(n, 3)})",
-                        SUMMARY_CHARS),
+        "summary": _cut(f"{digest.headline(n)} ({digest.jobs_word(n.count)}; {digest.jobs_line(n, 3)}; "
+                        f"queues {digest.queues_line(n, 3)})", SUMMARY_CHARS),
         "change": digest.change_line(n),
         "count": str(n.count),
         "idempotency_key": n.ledger_key,
+        **{label.lower().replace(" ", "_"): _cut(value, DESCRIPTION_CHARS) for label, value in digest.facts(n)},
     }
     body["startsAt"] = digest.iso(n.first_seen)
     return body
@@ -204,6 +208,7 @@ class AlertmanagerSink:
         bearer_token: SecretStr | None = None,
         active_s: float = 86400.0,
         timeout_s: float = 10.0,
+        grouped: bool = False,
     ) -> None:
         self.name = name
         self._url = url.rstrip("/") + "/api/v2/alerts"
@@ -213,6 +218,7 @@ class AlertmanagerSink:
         self._token = bearer_token
         self._active_s = active_s
         self._timeout_s = timeout_s
+        self._grouped = grouped
 
     def _secrets(self) -> list[str]:
         return [s.get_secret_value() for s in (self._password, self._token) if s is not None]
@@ -259,14 +265,14 @@ class AlertmanagerSink:
         return [a for a in found if isinstance(a, dict) and a.get("status", {}).get("state") != "resolved"]
 
     def group_dedup_key(self, first: Alert) -> str:
-        """The `job_id` label a group's resolve looks for: the first job's (a grouped alert of
-        several jobs carries none, so only a group of one is ended by a resolve; the rest expire)."""
+        """The `job_id` label a group's resolve looks for: its first job's, which its alert carries."""
         return incident_key(first.dead_letter.job_id)
 
     async def send_resolve(self, resolve: Resolve) -> None:
-        """End the job's firing alerts (none found: nothing to resolve; same errors as `send`)."""
+        """End the job's (or, on a grouped sink, the group's) firing alerts (none found: nothing to
+        resolve; same errors as `send`)."""
         filters = [matcher("alertname", ALERTNAME), matcher("job_id", resolve.dedup_key)]
-        if resolve.queue:
+        if resolve.queue and not self._grouped:
             filters.append(matcher("queue", _cut(resolve.queue, LABEL_CHARS)))
         found = await self.firing(resolve.ledger_key_part, filters)
         if found:
@@ -291,6 +297,7 @@ def _build(settings: AlertmanagerSinkSettings, ctx: SinkContext) -> Alertmanager
     return AlertmanagerSink(
         settings.name, settings.url, ctx.http, username=settings.username, password=settings.password,
         bearer_token=settings.bearer_token, active_s=settings.resolve_after_s, timeout_s=ctx.timeout_s,
+        grouped=settings.group_by != "none",
     )
 
 

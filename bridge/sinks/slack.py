@@ -155,18 +155,19 @@ def fallback_text(alert: Alert) -> str:
     return esc(text, TEXT_CHARS)
 
 
-# ---- group digests (docs/design.md, section 5b) -------------------------------------
+# ---- group digests (docs/design.md, sections 5b and 5d) ----------------------------
 #
 # ┌──────────────────────────────────────────────────────────────────────┐
-# │ 🔴 ship_order failed on orders · 2,990 jobs                          │ header
-# │ *2,980 more since 2026-11-30 17:02:10 UTC, 2,990 in all.*            │ what changed
-# │ Severity ERROR          Jobs 2,990 (2,980 new)                       │ fields
-# │ Queues orders ×2,980 · billing ×10                                   │
-# │ First seen …17:01:58 UTC   Last seen …17:03:10 UTC                   │
+# │ 🔴 ship_order failed on orders · 2,990 jobs                          │ header (an outage: "postgres-
+# │ *2,980 more since 2026-11-30 17:02:10 UTC, 2,990 in all.*            │  primary:5432 unreachable —
+# │ Severity ERROR          Jobs 2,990 (2,980 new)                       │  12 queues, 1,840 jobs")
+# │ Group one failure of ship_order in queue orders: TimeoutError …      │ fields: digest.facts
+# │ Job names ship_order ×2,990   Queues orders ×2,980 · billing ×10     │
+# │ Kinds list ×2,990   First seen …17:01:58 UTC   Last seen …           │
 # │ Likely cause / Next steps / Last error (first job)                   │
 # │ Sample jobs (10 of 2,980 new): `orders/job-11` …                     │
 # │ Runbook                                                              │
-# │ Digest #2 · fingerprint 3f2a… · Summary: OpenClaw · dlq-bridge       │ context
+# │ Digest #2 · one failure of ship_order in queue orders: … · Summary … │ context
 # └──────────────────────────────────────────────────────────────────────┘
 
 SAMPLE_CHARS = 200

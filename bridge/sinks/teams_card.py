@@ -152,13 +152,15 @@ def group_body(n: Notification, scale: float) -> list[dict[str, Any]]:
     prefix = "[TEST] " if alert.is_test else ""
     new = f" ({n.new_count:,} new)" if n.sequence > 1 else ""
     shown = n.jobs[: int(SAMPLES * scale)] if scale >= 0.25 else []
+    count = "" if n.outage else f" · {digest.jobs_word(n.count)}"  # an outage's title holds the count
+    spans = digest.queue_spans(n) if n.group_key.startswith("cause:") else []
     body = [
-        title_block(f"{prefix}{alert.summary.title} · {digest.jobs_word(n.count)}", n.severity, alert.is_test),
+        title_block(f"{prefix}{digest.headline(n)}{count}", n.severity, alert.is_test),
         rich(run(plain(digest.change_line(n), 500), weight="bolder")),
         fact("Severity", n.severity.value.upper(), scale),
         fact("Jobs", f"{n.count:,}{new}", scale),
-        fact("Queues", digest.queues_line(n, budget=max(100, int(900 * scale))), scale),
-        fact("Group", digest.group_label(n), scale),
+        *[fact(label, value, scale) for label, value in digest.facts(n, budget=max(100, int(900 * scale)))],
+        *([fact("Queues, first–last", " · ".join(spans), scale)] if spans else []),
         fact("First seen", digest.when(n.first_seen), scale),
         fact("Last seen", digest.when(n.last_seen), scale),
         *summary_blocks(alert, scale, "Last error (first job)"),
@@ -194,5 +196,5 @@ def render_group_card(n: Notification) -> dict[str, Any]:
     """A group's card; a group of one is exactly its job's card."""
     if n.is_single:
         return render_card(n.first)
-    fallback = f"[{n.severity.value.upper()}] {n.first.summary.title}: {digest.change_line(n)}"
+    fallback = f"[{n.severity.value.upper()}] {digest.headline(n)}: {digest.change_line(n)}"
     return fit(lambda scale: card(group_body(n, scale), n.first, fallback))

@@ -121,6 +121,7 @@ class Outage:
 
 
 @pytest.mark.parametrize("wait_replicas", [1, 0])
+@pytest.mark.timeout(300)  # up to 60 s to the kill, the outage, then the drain's own 90 s: it, not pytest, decides
 async def test_two_bridges_drain_through_a_master_failover(
     local_cluster: LocalCluster, aredis: RedisCluster, tmp_path: Path, wait_replicas: int
 ) -> None:

@@ -32,6 +32,7 @@ DLQ = "dead_letter:moving"
 ENTRIES = 400
 
 
+@pytest.mark.timeout(240)  # the migration, then the drain's own 60 s: it, not pytest, decides
 async def test_a_dlq_slot_migrated_mid_drain_loses_and_doubles_nothing(
     local_cluster: LocalCluster, aredis: RedisCluster, tmp_path: Path
 ) -> None:

@@ -391,6 +391,11 @@ def test_hostile_fields_run_no_script_in_any_page(bridge: Bridge, tab: Tab) -> N
         f"/console/entry?source={quote(source, safe='')}&id={bridge.entry_id(queue, model)}",
         f"/console/entry?source={quote(source, safe='')}&id={bridge.entry_id(queue, hint)}",
         "/console/groups", "/console/undeliverable", "/console/silences", "/console/audit",
+        # the search page: hostile entries in its results, hostile filter values in its form, links and
+        # the bulk section's filter (a JSON attribute)
+        f"/console/search?source={quote(source, safe='')}",
+        f"/console/search?source={quote(source, safe='')}&queue={quote(queue, safe='')}&job={quote(IMG, safe='')}",
+        f"/console/search?text={quote(HOSTILE, safe='')}&fp={quote(SCRIPT, safe='')}",
     ]
     for path in pages:
         tab.page.goto(bridge.url + path)
@@ -409,7 +414,8 @@ def _assert_nothing_injected(tab: Tab, path: str) -> None:
         handlers: [...document.querySelectorAll('*')].flatMap(e => [...e.attributes].map(a => a.name))
                    .filter(n => n.startsWith('on')),
         links: [...document.querySelectorAll('a[href]')].map(a => a.href)
-                   .filter(h => !h.startsWith(location.origin + '/console/') && !h.startsWith(runbooks + '/')),
+                   .filter(h => !h.startsWith(location.origin + '/console/') && !h.startsWith(runbooks + '/')
+                                && !h.startsWith(location.origin + '/api/v1/export?format=')),
     })""", RUNBOOKS)
     clean = {"scripts": ["/console/static/console.js"], "images": 0, "handlers": [], "links": []}
     assert found == clean, (path, found)
@@ -469,3 +475,42 @@ def test_without_a_configured_token_the_pages_are_read_only(
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     assert len(bridge.archived("orders-ro")) == 1
+
+
+def _bulk_shown(tab: Tab) -> str:
+    tab.page.wait_for_selector("#bulk-confirm:not([hidden])", timeout=15000)
+    return str(tab.page.inner_text("#bulk-count"))
+
+
+def test_a_bulk_redrive_moves_what_the_page_showed_not_what_arrived_since(bridge: Bridge, tab: Tab) -> None:
+    """The search page's "Redrive all": refused without the token; with it, the count of the page's
+    snapshot, a confirmation, batches, and only those entries move, though more arrive meanwhile."""
+    queue = f"redrive-bulk-{uuid.uuid4().hex[:6]}"
+    shown = [bridge.push(queue, last_error="TimeoutError: bulk upstream") for _ in range(6)]
+    bridge.wait_archived(queue, 6)
+    url = f"{bridge.url}/console/search?queue={queue}&error=TimeoutError"
+    assert wait_for(lambda: len(_search_rows(tab, url)) == 6, 15)
+    tab.page.click("button.bulk-act[data-action=redrive]")
+    assert re.search(r"Refused \(401\b", result_text(tab)), "no token: the API refuses and the page says so"
+
+    use_token(tab)
+    tab.page.goto(url)
+    before_click = [bridge.push(queue, last_error="TimeoutError: bulk upstream") for _ in range(3)]
+    bridge.wait_archived(queue, 9)
+    tab.page.click("button.bulk-act[data-action=redrive]")
+    assert _bulk_shown(tab).startswith("6 entries to redrive"), "the count of what the page showed"
+    after_confirm = [bridge.push(queue, last_error="TimeoutError: bulk upstream") for _ in range(2)]
+    bridge.wait_archived(queue, 11)
+    tab.page.click("#bulk-go")
+    assert "Bulk redrive: 6 of 6 done, 0 skipped" in result_text(tab)
+    assert tab.page.inner_text("#bulk-state").startswith("6 of 6 processed")
+    moved = sorted(json.loads(e)["job_id"] for e in bridge.redis.lrange(queue, 0, -1))
+    assert moved == sorted(shown), "exactly the page's entries, once each"
+    assert sorted(j["job_id"] for j in bridge.archived(queue)) == sorted(before_click + after_confirm)
+    assert wait_for(lambda: all(any(e.get("event_action") == "resolve" for e in sent_to(bridge.pagerduty, j))
+                                for j in shown), 20), "each redriven job's PagerDuty page is resolved"
+    assert not any(e.get("event_action") == "resolve" for j in before_click + after_confirm
+                   for e in sent_to(bridge.pagerduty, j))
+    audit = [json.loads(a) for a in bridge.redis.lrange(keys.AUDIT, 0, 5)]
+    assert (audit[0]["who"], audit[0]["action"], audit[0]["detail"][:26]) == ("alice", "bulk-redrive",
+                                                                              "6 of 6 entries redriven, 0")

@@ -14,6 +14,7 @@ import pytest
 import redis.exceptions
 from fastapi import FastAPI
 
+from bridge.console.history import Acted, HistoryItem
 from bridge.console.pages import CSP, pages_router
 from bridge.console.render import runbook_href
 from bridge.console.search import SearchFilter, SearchPage
@@ -94,6 +95,12 @@ class HostileService(ConsoleService):
 
     async def entry(self, source: str, entry_id: str) -> EntryView | None:
         return hostile_entry(self.runbook) if entry_id == "0123456789abcdef" else None
+
+    async def history(self, source: str, entry_id: str) -> list[HistoryItem]:
+        """Two hand-offs of the hostile job, hostile names acting on them."""
+        entry = hostile_entry(self.runbook)
+        return [HistoryItem(entry=entry, acted=[]),
+                HistoryItem(entry=entry, acted=[Acted(who=HOSTILE, action=HOSTILE, at=1_700_000_000.0)])]
 
     async def groups(self) -> list[GroupSummaryView]:
         return [GroupSummaryView(sink="slack", group_key=f"fp:{HOSTILE}", title=HOSTILE, severity=Severity.ERROR,

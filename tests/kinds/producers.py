@@ -49,10 +49,10 @@ def sidekiq_missing() -> str | None:
 
 
 def produce_sidekiq(redis_url: str, count: int, worker: str = "ChargeCardWorker", queue: str = "billing") -> None:
-    """`count` jobs of `worker` (tests/producers/sidekiq/worker.rb, on `queue`) fail into the dead set."""
+    """`count` jobs of `worker` (tests/producers/sidekiq/worker.rb), enqueued on `queue`, fail into the dead set."""
     env = {**os.environ, "REDIS_URL": redis_url}
-    subprocess.run(["ruby", "enqueue.rb", str(count), worker], cwd=PRODUCERS / "sidekiq", env=env, check=True,
-                   timeout=60)
+    subprocess.run(["ruby", "enqueue.rb", str(count), worker, queue], cwd=PRODUCERS / "sidekiq", env=env,
+                   check=True, timeout=60)
     client = redis.Redis.from_url(redis_url)
     before = int(client.zcard("dead"))
     worker = subprocess.Popen(

@@ -5,8 +5,8 @@ checks it inside the bridge. Subclass `RuntimeContract` once per sink type with 
 `ContractPeer`): the class then checks, with the peer's own view of what arrived, that one dead
 letter is delivered once (a replay of the same entry is not sent again), that a retryable answer is
 retried and a permanent one lands in the undeliverable records without a secret, that `send-test`
-reaches it marked as a test, that `check` probes it (and fails on a dead port), and that a rendered
-body holds no secret.
+reaches it marked as a test, that `check` probes it (and fails on a dead port), that the console
+shows its state, and that a rendered body holds no secret.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 
 from bridge.commands.check import check_all
 from bridge.commands.send_test import send_test
+from bridge.console.wiring import build_console
 from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.models import Severity
 from bridge.runtime import open_runtime
@@ -132,6 +133,17 @@ class RuntimeContract:
         shown = f"{row} {down}"
         assert not any(secret in shown for secret in peer.secrets)
         assert await self.seen(peer, "send-test-", want=0, timeout_s=0) == 0, "check sends nothing"
+
+    async def test_the_console_shows_its_state_after_a_delivery(
+        self, peer: ContractPeer, make_settings: Callable[..., Settings], aredis: aioredis.Redis
+    ) -> None:
+        await aredis.lpush("dead_letter:orders", envelope_entry(job_id="contract-console"))
+        async with open_runtime(self.settings_for(make_settings, peer)) as runtime:
+            await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 60)
+            overview = await build_console(runtime).service.overview()
+        [row] = overview.sinks
+        assert (row.type, row.health, row.queue_depth, row.undeliverable) == (self.type_name, "ok", 0, 0), row
+        assert await self.seen(peer, "contract-console") == 1
 
     async def test_a_rendered_body_holds_no_secret(
         self, peer: ContractPeer, make_settings: Callable[..., Settings]

@@ -19,7 +19,7 @@ from bridge.sinks.base import Sink
 from bridge.sinks.plugin import SinkContext
 from bridge.sinks.registry import SINKS
 from tests.support.http_server import serve
-from tests.support.receiver import Receiver, Reply, make_alert
+from tests.support.receiver import Received, Receiver, Reply, make_alert
 
 T0 = 1_800_000_000.0
 
@@ -71,6 +71,10 @@ class HttpSinkContract(SinkContract):
         """The part of a received request body that `render` produced (a sink may add fields)."""
         return body
 
+    def received_body(self, request: Received) -> Any:
+        """A received request's body as its receiver reads it (a CloudEvents receiver: through the SDK)."""
+        return json.loads(request.body)
+
     async def test_one_send_is_one_request_with_the_rendered_body(self, http: httpx.AsyncClient) -> None:
         receiver = Receiver(default=Reply(202))
         alert = make_alert(job_id="once-1")
@@ -78,7 +82,7 @@ class HttpSinkContract(SinkContract):
             sink = self.build(base, http)
             await sink.send(alert)
         assert len(receiver.requests) == 1
-        assert self.sent_body(json.loads(receiver.requests[0].body)) == sink.render(alert)
+        assert self.sent_body(self.received_body(receiver.requests[0])) == sink.render(alert)
 
     @pytest.mark.parametrize(("status", "error"), [(429, SinkRetryable), (503, SinkRetryable), (500, SinkRetryable),
                                                    (400, SinkPermanent), (404, SinkPermanent)])
@@ -91,6 +95,7 @@ class HttpSinkContract(SinkContract):
             with pytest.raises(error) as raised:
                 await self.build(base, http).send(make_alert())
         assert len(receiver.requests) == 1, "one attempt per send: retries belong to bridge.delivery"
+        assert self.received_body(receiver.requests[0])  # a refused request was a well-formed one too
         if status == 429:
             assert isinstance(raised.value, SinkRetryable) and raised.value.retry_after_s == 7.0
 

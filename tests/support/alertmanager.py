@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tests.support.bridge_process import terminate
+from tests.support.peers import INSTALL_HINT
 from tests.support.redis_server import free_port
 
 BINARY_NAMES = ("prometheus-alertmanager", "alertmanager")
@@ -42,7 +43,7 @@ def binary() -> str:
         found = shutil.which(name)
         if found:
             return found
-    pytest.skip("Alertmanager is not installed (apt-get install prometheus-alertmanager)")
+    pytest.skip(f"Alertmanager is not installed (Debian's prometheus-alertmanager: {INSTALL_HINT})")
     raise AssertionError  # unreachable
 
 

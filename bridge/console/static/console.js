@@ -109,6 +109,79 @@
     return body;
   }
 
+  // Bulk actions on the search page's snapshot: ask for the count, confirm, then one batch per call
+  // with the progress shown, until done or cancelled (bridge/console/bulk.py).
+  function setupBulk() {
+    const box = document.getElementById("bulk");
+    if (!box) return;
+    let filter = null;
+    try {
+      filter = JSON.parse(box.dataset.filter);
+    } catch (e) {
+      return;
+    }
+    const confirmRow = document.getElementById("bulk-confirm");
+    const running = document.getElementById("bulk-running");
+    const progress = document.getElementById("bulk-progress");
+    const state = document.getElementById("bulk-state");
+    const nouns = { redrive: "entries to redrive", discard: "entries to discard", silence: "causes to silence" };
+    let current = null;
+    let stopped = false;
+    const refused = function (r) {
+      const why = r.status === 401 || r.status === 403 ? "Refused" : "Failed";
+      show(why + " (" + r.status + " " + r.statusText + "): " + (detailOf(r.data) || "no detail"), false);
+    };
+    const shown = function (view) {
+      progress.max = Math.max(1, view.total);
+      progress.value = view.processed;
+      state.textContent = view.processed + " of " + view.total + " processed · " + view.done + " done · " +
+        view.skipped + " skipped · " + view.state;
+    };
+    for (const button of box.querySelectorAll("button.bulk-act")) {
+      button.addEventListener("click", async function () {
+        const r = await call("POST", "/api/v1/bulk", { action: button.dataset.action, filter: filter });
+        if (r.status !== 201) return refused(r);
+        current = r.data;
+        document.getElementById("bulk-count").textContent =
+          current.total + " " + nouns[current.action] + " (as of this page). Go on?";
+        confirmRow.hidden = false;
+      });
+    }
+    document.getElementById("bulk-go").addEventListener("click", async function () {
+      if (!current) return;
+      confirmRow.hidden = true;
+      running.hidden = false;
+      stopped = false;
+      let view = current;
+      shown(view);
+      while (!stopped && (view.state === "ready" || view.state === "running")) {
+        const r = await call("POST", "/api/v1/bulk/" + encodeURIComponent(view.id) + "/run?batch=50");
+        if (r.status === 409) {
+          await new Promise((done) => window.setTimeout(done, 500));
+          continue;
+        }
+        if (!r.ok) return refused(r);
+        view = r.data;
+        shown(view);
+      }
+      if (view.state === "done") {
+        show("Bulk " + view.action + ": " + view.done + " of " + view.total + " done, " + view.skipped + " skipped", true);
+      }
+    });
+    const cancel = async function () {
+      stopped = true;
+      confirmRow.hidden = true;
+      if (!current) return;
+      const r = await call("POST", "/api/v1/bulk/" + encodeURIComponent(current.id) + "/cancel");
+      if (!r.ok) return refused(r);
+      running.hidden = false;
+      shown(r.data);
+      show("Bulk " + r.data.action + " cancelled: " + r.data.done + " of " + r.data.total + " done", true);
+    };
+    document.getElementById("bulk-cancel").addEventListener("click", cancel);
+    document.getElementById("bulk-stop").addEventListener("click", cancel);
+  }
+
   function setupToken() {
     const form = document.getElementById("token-form");
     if (!form) return;
@@ -136,6 +209,7 @@
 
   function setup() {
     setupToken();
+    setupBulk();
     const flash = store.getItem(FLASH);
     if (flash) {
       store.removeItem(FLASH);

@@ -117,11 +117,12 @@ def subject(alert: Alert) -> str:
 
 
 def group_subject(n: Notification) -> str:
-    """`[ERROR] 2,990 jobs: ship_order failed on orders · queues orders ×2,980 · billing ×10 · Digest #2`."""
+    """`[ERROR] 2,990 jobs: ship_order failed on orders · queues orders ×2,980 · billing ×10 · Digest #2`;
+    an outage: `[ERROR] postgres-primary:5432 unreachable — 12 queues, 1,840 jobs · queues … · Digest #1`."""
     prefix = "[TEST] " if n.first.is_test else ""
-    jobs = f"{digest.jobs_word(n.count)}: "
+    jobs = "" if n.outage else f"{digest.jobs_word(n.count)}: "  # an outage's title holds the count
     queues = digest.queues_line(n, limit=3)
-    return one_line(f"{prefix}[{n.severity.value.upper()}] {jobs}{n.first.summary.title} · queues {queues}"
+    return one_line(f"{prefix}[{n.severity.value.upper()}] {jobs}{digest.headline(n)} · queues {queues}"
                     f" · {digest.title(n)}")
 
 
@@ -155,14 +156,16 @@ def _alert_context(alert: Alert) -> dict[str, object]:
 def _group_context(n: Notification) -> dict[str, object]:
     context = _alert_context(n.first)
     new = f" ({n.new_count:,} new)" if n.sequence > 1 else ""
+    count = "" if n.outage else f" · {digest.jobs_word(n.count)}"  # an outage's title holds the count
+    spans = digest.queue_spans(n) if n.group_key.startswith("cause:") else []
     context |= {
-        "heading": one_line(f"{n.first.summary.title} · {digest.jobs_word(n.count)}", 300),
+        "heading": one_line(f"{digest.headline(n)}{count}", 300),
         "change": digest.change_line(n),
         "facts": [
             ("Severity", n.severity.value.upper()),
             ("Jobs", f"{n.count:,}{new}"),
-            ("Queues", digest.queues_line(n)),
-            ("Group", digest.group_label(n)),
+            *digest.facts(n),
+            *([("Queues, first–last", " · ".join(spans))] if spans else []),
             ("First seen", digest.when(n.first_seen)),
             ("Last seen", digest.when(n.last_seen)),
         ],
