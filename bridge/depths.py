@@ -3,15 +3,9 @@ the `sources` health check (DLQs waiting over `sources.max_sources`)."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Sequence
-
 from bridge.health import Health, Status
 from bridge.metrics import Metrics
 from bridge.redact import redact_key_name
-from bridge.sources.kinds import KindSource
-
-log = logging.getLogger(__name__)
 
 
 class DepthView:
@@ -21,21 +15,6 @@ class DepthView:
         self._metrics = metrics
         self._health = health
         self.labels: dict[str, int] = {}
-
-    async def kind_depths(self, kinds: Sequence[KindSource]) -> dict[str, int]:
-        """Depth per kind source, by source name; a source that cannot answer keeps its last value."""
-        depths: dict[str, int] = {}
-        for source in kinds:
-            try:
-                rescan = getattr(source, "rescan", None)
-                if rescan is not None:
-                    await rescan()  # watched kinds: new BullMQ / RQ queues
-                depths[source.name] = await source.depth()
-            except Exception as exc:
-                log.warning("depth of source %s unavailable (%s)", source.name, type(exc).__name__)
-                if source.name in self.labels:
-                    depths[source.name] = self.labels[source.name]
-        return depths
 
     def show(self, depths: dict[str, int]) -> None:
         """One depth series per tracked DLQ; a series leaves with its DLQ (sticky window, cap)."""

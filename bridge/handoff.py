@@ -2,7 +2,8 @@
 
 One Lua script on the SOURCE's slot (docs/design.md, sections 2 and 5b):
 
-    LREM processing → LPUSH + LTRIM archive → HSET outbox <id> <alert for the routed sinks>
+    LREM in-flight (the processing list of a `dead_letter:*` entry, the in-flight list of a kind
+    record; `bridge.sources.base`) → LPUSH + LTRIM archive → HSET outbox <id> <alert for the routed sinks>
     → DEL the entry's claim counter (a finished entry starts again from zero)
     → the entry's console record and the minute's counts (`dlq_bridge:entries:<ref>`,
       `dlq_bridge:stats:<ref>:<minute>`; trimmed / expiring; docs/design.md, section 6b)
@@ -10,7 +11,8 @@ One Lua script on the SOURCE's slot (docs/design.md, sections 2 and 5b):
 Sinks held back by an active silence (bridge.silences, an in-process copy refreshed
 once a second) get no parcel; the record names them.
 
-A crash before it: the entry is still claimed and is simply processed again.
+A crash before it: the entry is still claimed and is simply processed again. The drain
+acknowledges a kind record at its source only after it (`Source.acknowledge`).
 A crash after it: the alert is in the outbox. The outbox and the sink queues
 live in different slots, so the same call then forwards the item to each
 sink queue (one script per sink, `{<sink>}` slot, idempotent: the item id is
@@ -120,15 +122,6 @@ if pushed then
 end
 return out
 """
-# The hand-off of a kind record (docs/design.md, section 2b): no processing list, no claim
-# counter (a kind relies on its own lease or redelivery); archive + outbox on the `{<source name>}` slot.
-KIND_HANDOFF_LUA = _RECORD_LUA + """
-redis.call('LPUSH', KEYS[1], ARGV[1])
-redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
-if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], ARGV[3], ARGV[4]) end
-record(3, 5)
-return 1
-"""
 STATS_TTL_S = 2 * 3600
 SWEEP_BATCH = 200
 FLUSH_DELAY_S = 0.005
@@ -201,7 +194,6 @@ class HandOff:
         self._silences = silences
         self._on_silenced = on_silenced
         self._script = client.register_script(HANDOFF_LUA)
-        self._kind_script = client.register_script(KIND_HANDOFF_LUA)
         self._many_script = client.register_script(HANDOFF_MANY_LUA)
         self._batcher: Batcher[str, tuple[Claimed, Parcel | None, EntryRecord], bool] = Batcher(
             self._finish_many, HANDOFF_DELAY_S, HANDOFF_BATCH
@@ -232,7 +224,7 @@ class HandOff:
                 self._forward_soon(outbox, parcel)
             return done
         # quarantine: the entry, untrimmed, to dlq_bridge:quarantine:<ref> (trim 0) in one script
-        names = [keys.processing(source, self._consumer), keys.quarantine(source), outbox,
+        names = [self._inflight(claimed), keys.quarantine(source), outbox,
                  keys.claims(source, claimed.digest), *record.keys]
         done = await self._replicas.script(
             self._script,
@@ -247,7 +239,7 @@ class HandOff:
         self, source: str, batch: list[tuple[Claimed, Parcel | None, EntryRecord]]
     ) -> list[bool]:
         """One script for the hand-offs of one source (see HANDOFF_MANY_LUA); True per entry finished."""
-        names = [keys.processing(source, self._consumer), keys.alerted(source), keys.outbox(source),
+        names = [self._inflight(batch[0][0]), keys.alerted(source), keys.outbox(source),
                  keys.entry_records(source), keys.entry_index(source)]
         args: list[bytes | str | int] = [self._archive_max, self._archive_max, STATS_TTL_S]
         for claimed, parcel, record in batch:
@@ -258,23 +250,9 @@ class HandOff:
         done = await self._replicas.script(self._many_script, [keys.encode(name) for name in names], args)
         return [bool(flag) for flag in done]
 
-    async def finish_kind(self, source_name: str, raw: bytes, alert: Alert, routed_sinks: Sequence[str]) -> None:
-        """Archive a kind record in `dlq_bridge:alerted:{<source name>}` and hand its alert off.
-
-        The caller acknowledges the record at its source (cursor, XACK, basic.ack, DeleteMessage)
-        only after this returns; a crash in between repeats the alert, which the ledger stops.
-        """
-        digest = alert.dead_letter.raw_digest
-        parcel, record = await self._prepare(source_name, digest, alert, routed_sinks, False)
-        outbox = keys.outbox(source_name)
-        await self._replicas.script(
-            self._kind_script,
-            keys=[keys.encode(keys.alerted(source_name)), keys.encode(outbox), *map(keys.encode, record.keys)],
-            args=[raw, self._archive_max, parcel.id if parcel else "", parcel.encode() if parcel else "",
-                  *record.args],
-        )
-        if parcel is not None:
-            self._forward_soon(outbox, parcel)
+    def _inflight(self, claimed: Claimed) -> str:
+        """The in-flight list holding `claimed`: a kind's own, else the list DLQ's processing list."""
+        return claimed.inflight or keys.processing(claimed.source_key, self._consumer)
 
     async def forward_parcel(self, outbox: str, parcel: Parcel) -> None:
         """Forward a parcel another script put in `outbox` (the resolve of a job that left a watched

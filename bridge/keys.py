@@ -84,6 +84,11 @@ def processing(source_key: str, consumer: str) -> str:
     return f"{PREFIX}:processing:{source_ref(source_key)}:{consumer}"
 
 
+def inflight(source_name: str, consumer: str) -> str:
+    """A kind record's raw bytes while this consumer holds it (list; the source's slot; docs/design.md, 2b)."""
+    return f"{PREFIX}:inflight:{source_ref(source_name)}:{consumer}"
+
+
 def alerted(source_key: str) -> str:
     return f"{PREFIX}:alerted:{source_ref(source_key)}"
 

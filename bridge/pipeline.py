@@ -1,8 +1,11 @@
-"""The pipeline loop: claim → normalize → summarize → hand-off (finish).
+"""The drain: claim → normalize → summarize → hand-off → acknowledge, one loop for every source.
 
-The hand-off archives the entry and queues its alert for every routed sink in one step; the sink
-workers (`bridge.delivery.worker`) deliver at their own pace, so the drain never waits on a sink.
-Claims take a worker slot (`bridge.slots`), so in-flight work is bounded by `sources.concurrency`.
+Every source (the `dead_letter:*` lists, each configured kind) is a `bridge.sources.base.Source`;
+the same claim loop runs for each, and they share the worker slots (`bridge.slots`), so in-flight
+work is bounded by `sources.concurrency`. The hand-off archives the entry and queues its alert for
+every routed sink in one step (batched per source); only then is the entry acknowledged at its
+source. The sink workers (`bridge.delivery.worker`) deliver at their own pace, so the drain never
+waits on a sink. Upkeep (heartbeat, rescan, reap, own-list sweep, leave checks) is `bridge.upkeep`.
 Intake runs on daemon threads under `sources.entry_deadline_s`, through the solo lane
 (`bridge.solo`: a suspect's intake runs alone). An entry whose solo deaths reached
 `sources.quarantine_after`, or whose intake ran past the deadline, is quarantined: a static alert
@@ -24,25 +27,23 @@ from bridge.backoff import Backoff
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.delivery.workers import Delivery
-from bridge.depths import DepthView
 from bridge.errors import REDIS_ERRORS
 from bridge.handoff import HandOff
 from bridge.health import Health, Status
 from bridge.intake import prepare
-from bridge.kind_pipeline import KindDrain
 from bridge.metrics import Metrics
 from bridge.models import Alert, DeadLetter
 from bridge.offloop import DeadlineExceeded, OffLoop
-from bridge.periodic import every
 from bridge.quarantine import quarantine_alert, quarantine_title
 from bridge.redact import redact_key_name
 from bridge.redis_memory import RedisMemory, is_full_error
 from bridge.settings import SeveritySettings, SourcesSettings
 from bridge.slots import Slots
 from bridge.solo import SoloLane
-from bridge.sources.base import Claimed, Source
-from bridge.sources.kinds import KindSource
+from bridge.sources.base import Claimed, Source, SourceUnavailable
+from bridge.sources.leaving import leave_note
 from bridge.summarize.base import Summarizer
+from bridge.upkeep import Upkeep
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,21 @@ def intake(raw: bytes, source_key: str, settings: SourcesSettings) -> DeadLetter
     `source_key` is byte-exact; the envelope gets its display form.
     """
     return prepare(raw, keys.display(source_key), settings)
+
+
+def intake_of(claimed: Claimed, settings: SourcesSettings) -> DeadLetter:
+    """The envelope of any claimed entry; a kind record's route queue is the record's, never the payload's."""
+    if claimed.origin is None:
+        return intake(claimed.raw, claimed.source_key, settings)
+    letter = prepare(claimed.raw, keys.display(claimed.origin), settings)
+    update: dict[str, object] = {"queue": claimed.queue, "source_kind": claimed.origin.split(":", 1)[0]}
+    if letter.attempts is None and claimed.attempts is not None:
+        update["attempts"] = claimed.attempts
+    return letter.model_copy(update=update)
+
+
 DROP_HEARTBEAT_S = 0.5
+CLAIM_ERRORS: tuple[type[Exception], ...] = (*REDIS_ERRORS, SourceUnavailable)
 
 
 class Pipeline:
@@ -77,10 +92,10 @@ class Pipeline:
         *,
         handoff: HandOff,
         delivery: Delivery | None = None,
-        kinds: Sequence[KindSource] = (),
+        kinds: Sequence[Source] = (),
         memory: RedisMemory | None = None,
     ) -> None:
-        self._kinds = list(kinds)
+        self._sources = [source, *kinds]
         self._memory = memory
         self._redis_target = redis_target  # masked, for the logs
         self._source = source
@@ -95,11 +110,10 @@ class Pipeline:
         self._runbook_url = runbook_url
         self._severity = severity or SeveritySettings()
         self._offloop: OffLoop | None = None
-        self._depths = DepthView(metrics, health)
+        self._upkeep = Upkeep(self._sources, settings, metrics, health, self._redis_down)
         self._slots = Slots(settings.concurrency, self._busy_tick)
         self._in_flight: set[asyncio.Task[None]] = set()
         self._held: Counter[tuple[str, bytes]] = Counter()
-        self._unheld: set[tuple[str, bytes]] = set()
         self._lane = SoloLane(source, self._redis_down)
         self.processed = 0
         self.last_tick = time.monotonic()
@@ -114,14 +128,9 @@ class Pipeline:
         await self._start()
         delivery_stop = asyncio.Event()
         delivery = asyncio.create_task(self._delivery.run(delivery_stop)) if self._delivery else None
-        upkeep = [
-            asyncio.create_task(self._every(self._settings.heartbeat_interval_s, self._source.heartbeat, stop)),
-            asyncio.create_task(self._every(self._settings.rescan_interval_s, self._rescan, stop)),
-            asyncio.create_task(self._every(self._settings.reap_interval_s, self._reap, stop)),
-            asyncio.create_task(self._every(self._settings.reap_interval_s, self._sweep_own, stop)),
-        ]
+        upkeep = self._upkeep.tasks(stop, self._held, self._handoff.forward_parcel, self._rescan, burst)
         try:
-            await self._claim_all(stop, burst)
+            await asyncio.gather(*(self.drain(source, stop, burst=burst) for source in self._sources))
             await self.drain_in_flight()
             await self._stop_delivery(delivery, delivery_stop, burst)
         finally:
@@ -151,8 +160,7 @@ class Pipeline:
         backoff = Backoff()
         while True:
             try:
-                await self._source.heartbeat()
-                recovered = await self._source.recover_own()
+                recovered = await self._upkeep.start()
                 await self._rescan()
                 break
             except REDIS_ERRORS as exc:
@@ -162,60 +170,96 @@ class Pipeline:
             self._metrics.reaped.inc(recovered)
             log.info("returned %d entries from a previous run to their DLQs", recovered)
 
-    async def _claim_all(self, stop: asyncio.Event, burst: bool) -> None:
-        """The list claimer and one `KindDrain` per configured kind, sharing the worker slots."""
-        drains = [KindDrain(source, self).run(stop, burst) for source in self._kinds]
-        await asyncio.gather(self._claim_loop(stop, burst), *drains)
-
-    # --- what a KindDrain uses (bridge/kind_pipeline.py) -----------------------------------
-    @property
-    def health(self) -> Health:
-        return self._health
-
-    @property
-    def metrics(self) -> Metrics:
-        return self._metrics
-
-    @property
-    def settings(self) -> SourcesSettings:
-        return self._settings
-
-    @property
-    def severity(self) -> SeveritySettings:
-        return self._severity
-
-    @property
-    def dispatcher(self) -> Dispatcher:
-        return self._dispatcher
-
-    @property
-    def handoff(self) -> HandOff:
-        return self._handoff
-
-    async def acquire_slot(self, stop: asyncio.Event) -> bool:
-        return await self._slots.acquire(stop)
-
-    def release_slot(self) -> None:
-        self._slots.release()
-
-    def track(self, task: asyncio.Task[None]) -> None:
+    def _track(self, task: asyncio.Task[None]) -> None:
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
 
-    async def run_intake(self, job: Callable[[], DeadLetter], claimed: Claimed | None = None) -> DeadLetter:
-        """Intake on a thread under `entry_deadline_s` (DeadlineExceeded), through the solo lane."""
-        offloop = self._offloop or OffLoop(1)
-        self._offloop = offloop
-        try:
-            return await self._lane.intake(claimed, lambda: offloop.run(job, self._settings.entry_deadline_s))
-        finally:
-            self._show_runaways(offloop.runaways)
+    async def drain(self, source: Source, stop: asyncio.Event, *, burst: bool = False) -> None:
+        """The one claim loop, run for each source (`Source.claim_batch` waits briefly when idle);
+        in burst mode it ends once nothing is in flight and `source` is drained."""
+        backoff = Backoff()
+        while await self._slots.acquire(stop):
+            slots = 1 + await self._slots.take_free(CLAIM_BATCH - 1)
+            try:
+                batch = await source.claim_batch(slots)
+            except CLAIM_ERRORS as exc:
+                self._slots.release(slots)
+                if not self._unavailable(source, exc) and burst:
+                    return
+                await backoff.wait()
+                continue
+            self._tick(source)
+            backoff.reset()
+            self._slots.release(slots - len(batch))
+            if not batch:
+                if burst and not self._in_flight and await self._drained(source):
+                    return
+                continue
+            for claimed in sorted(batch, key=lambda c: c.claims):  # suspects: fewest solo deaths first
+                self._track(asyncio.create_task(self._process_and_release(claimed, source)))
 
-    async def alert_for(self, dead_letter: DeadLetter) -> Alert:
-        return await self._alert_for(dead_letter)
+    def _unavailable(self, source: Source, exc: BaseException) -> bool:
+        """Shows why `source` cannot be read; False: a kind's own store (burst mode gives up on it)."""
+        if isinstance(exc, SourceUnavailable):
+            log.warning("source %s unavailable (%s); retrying", source.name, exc.reason)
+            self._show_source(source, False, f"cannot read: {exc.reason}")
+            return False
+        self._redis_down(exc)
+        return True
+
+    def _show_source(self, source: Source, up: bool, detail: str) -> None:
+        """`/healthz` check `source:<name>` and `dlq_bridge_source_up{source}`, set when they change."""
+        name = source.health_check
+        check = self._health.get(name) if name else None
+        if name and (check is None or (check.status is Status.OK) != up or check.detail != detail):
+            self._health.set(name, Status.OK if up else Status.FAILING, detail)
+            self._metrics.source_up.labels(keys.display(source.name)).set(1 if up else 0)
+
+    def _busy_tick(self) -> None:  # no free slot for a second: the loop still lives
+        self.last_tick = time.monotonic()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def drain_in_flight(self) -> None:
+        if self._in_flight:
+            await asyncio.gather(*list(self._in_flight), return_exceptions=True)
+
+    async def _drained(self, source: Source) -> bool:
+        drained = await source.drained()
+        if drained and source is self._source:
+            await self._rescan()
+        return drained
+
+    async def _process_and_release(self, claimed: Claimed, source: Source) -> None:
+        held = (claimed.source_key, claimed.raw)
+        self._held[held] += 1
+        try:
+            await self._process_until_done(claimed, source)
+        finally:
+            self._held[held] -= 1
+            if self._held[held] <= 0:
+                del self._held[held]
+            self._slots.release()
+
+    async def _process_until_done(self, claimed: Claimed, source: Source) -> None:
+        backoff = Backoff()
+        while True:
+            try:
+                await self.process(claimed, source)
+                return
+            except REDIS_ERRORS as exc:  # the entry stays claimed; the ledger stops re-sends
+                self._redis_down(exc)
+                await backoff.wait()
+            except Exception as exc:
+                log.exception("pipeline error on an entry of %s; recording it", keys.display(claimed.source_key))
+                await self.record_error(claimed.source_key, claimed.digest, exc)
+                await self._until_done(claimed, lambda: source.finish(claimed))
+                return
 
     async def record_error(self, source_key: str, digest: str, exc: Exception) -> None:
-        """An entry or record that failed in the pipeline: kept in the undeliverable store."""
+        """An entry that failed in the drain: kept in the undeliverable store (then archived)."""
         record = {
             "sink": "pipeline",
             "error": f"pipeline error: {type(exc).__name__}",
@@ -226,115 +270,35 @@ class Pipeline:
         await self._undeliverable.push(record)
         self._metrics.entries.labels("error").inc()
 
-    def count(self, outcome: str, started: float) -> None:
-        self._metrics.child(self._metrics.entries, outcome).inc()
-        self._metrics.entry_seconds.observe(time.monotonic() - started)
-        self.processed += 1
-
-    async def _claim_loop(self, stop: asyncio.Event, burst: bool) -> None:
-        backoff = Backoff()
-        while await self._slots.acquire(stop):
-            slots = 1 + await self._slots.take_free(CLAIM_BATCH - 1)
-            try:
-                batch = await self._source.claim_batch(slots)
-            except REDIS_ERRORS as exc:
-                self._slots.release(slots)
-                self._redis_down(exc)
-                await backoff.wait()
-                continue
-            self._tick()
-            backoff.reset()
-            self._slots.release(slots - len(batch))
-            if not batch:
-                if burst and not self._in_flight and await self._all_empty():
-                    return
-                continue
-            for claimed in sorted(batch, key=lambda c: c.claims):  # suspects: fewest solo deaths first
-                self.track(asyncio.create_task(self._process_and_release(claimed)))
-
-    def _busy_tick(self) -> None:  # no free slot for a second: the loop still lives
-        self.last_tick = time.monotonic()
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._in_flight)
-
-    async def _reap(self) -> None:
-        self._metrics.reaped.inc(await self._source.reap())
-
-    async def drain_in_flight(self) -> None:
-        if self._in_flight:
-            await asyncio.gather(*list(self._in_flight), return_exceptions=True)
-
-    async def _all_empty(self) -> bool:
-        await self._rescan()
-        return sum((await self._source.depths()).values()) == 0 and not self._source.waiting()
-
-    async def _process_and_release(self, claimed: Claimed) -> None:
-        held = (claimed.source_key, claimed.raw)
-        self._held[held] += 1
-        try:
-            await self._process_until_done(claimed)
-        finally:
-            self._held[held] -= 1
-            if self._held[held] <= 0:
-                del self._held[held]
-            self._slots.release()
-
-    async def _sweep_own(self) -> None:
-        """Return entries stuck in our processing list that no worker holds.
-
-        A claim whose reply was lost (Redis restarted, a timeout) leaves an entry
-        in our list that nobody processes. Only entries seen unheld in two sweeps
-        in a row are returned, so a claim on its way to a worker is never touched.
-        """
-        unheld = set((await self._source.own_entries()) - self._held)
-        for source_key, raw in unheld & self._unheld:
-            if await self._source.release(source_key, raw):
-                self._metrics.reaped.inc()
-                log.warning("returned an orphaned claim to %s", source_key)
-        self._unheld = unheld
-
-    async def _process_until_done(self, claimed: Claimed) -> None:
-        backoff = Backoff()
-        while True:
-            try:
-                await self.process(claimed)
-                return
-            except REDIS_ERRORS as exc:  # the entry stays claimed; the ledger stops re-sends
-                self._redis_down(exc)
-                await backoff.wait()
-            except Exception as exc:
-                log.exception("pipeline error on an entry of %s; recording it", claimed.source_key)
-                await self._record_pipeline_error(claimed, exc)
-                return
-
-    async def _record_pipeline_error(self, claimed: Claimed, exc: Exception) -> None:
-        await self.record_error(claimed.source_key, claimed.digest, exc)
-        await self._finish(claimed)
-
-    async def process(self, claimed: Claimed) -> None:
-        """One entry end to end; Redis outages are waited out, the entry is kept."""
+    async def process(self, claimed: Claimed, source: Source) -> None:
+        """One entry end to end: hand-off, then acknowledgement; Redis outages are waited out, the entry kept."""
         limit = self._settings.quarantine_after
         if claimed.claims >= limit:  # its consumer died or stalled holding it `limit` times
-            await self._quarantine(claimed, quarantine_title(claimed.claims, None))
+            await self._quarantine(claimed, source, quarantine_title(claimed.claims, None))
             return
         try:
             dead_letter = await self._normalize(claimed)
         except DeadlineExceeded:
-            await self._quarantine(claimed, quarantine_title(claimed.claims, self._settings.entry_deadline_s))
+            await self._quarantine(claimed, source, quarantine_title(claimed.claims, self._settings.entry_deadline_s))
             return
         alert = await self._alert_for(dead_letter)
-        routed = [route.sink.name for route in self._dispatcher.routed(alert)]
-        await self._hand_off(claimed, alert, routed)
+        routes = self._dispatcher.routed(alert)
+        if await self._hand_off(claimed, alert, [route.sink.name for route in routes]) and claimed.receipt:
+            await source.acknowledge(claimed, leave_note(alert, routes) if source.leave_check_s is not None else None)
         outcome = "poison" if dead_letter.parse_error else "alerted"
         self._metrics.child(self._metrics.entries, outcome).inc()
         self._metrics.entry_seconds.observe(time.monotonic() - claimed.claimed_at)
         self.processed += 1
 
     async def _normalize(self, claimed: Claimed) -> DeadLetter:
-        return await self.run_intake(functools.partial(intake, claimed.raw, claimed.source_key, self._settings),
-                                     claimed)
+        """Intake on a thread under `entry_deadline_s` (DeadlineExceeded), through the solo lane."""
+        offloop = self._offloop or OffLoop(1)
+        self._offloop = offloop
+        job = functools.partial(intake_of, claimed, self._settings)
+        try:
+            return await self._lane.intake(claimed, lambda: offloop.run(job, self._settings.entry_deadline_s))
+        finally:
+            self._show_runaways(offloop.runaways)
 
     def _show_runaways(self, runaways: int) -> None:
         if runaways:
@@ -342,16 +306,17 @@ class Pipeline:
         else:
             self._health.set("intake", Status.OK)
 
-    async def _quarantine(self, claimed: Claimed, title: str) -> None:
-        """A static alert, handed off like any other, with the entry moved to the quarantine list.
-
-        One atomic step, so the drain never waits on a sink for it either.
-        """
-        severity = self._severity.for_queue(keys.queue_of(keys.display(claimed.source_key)))
-        alert = quarantine_alert(claimed.source_key, claimed.digest, severity, title, claimed.raw)
+    async def _quarantine(self, claimed: Claimed, source: Source, title: str) -> None:
+        """A static alert, handed off like any other, with a copy of the entry moved to the quarantine
+        list in the same atomic step; then the entry is acknowledged at its source (for a watched
+        store: the cursor moves on, the job system's store is never changed)."""
+        queue = claimed.queue or keys.queue_of(keys.display(claimed.source_key))
+        alert = quarantine_alert(claimed.origin or claimed.source_key, claimed.digest,
+                                 self._severity.for_queue(queue), title, claimed.raw, queue=claimed.queue)
         log.error("quarantining an entry of %s (%s)", redact_key_name(claimed.source_key), title)
         routed = [route.sink.name for route in self._dispatcher.routed(alert)]
-        await self._hand_off(claimed, alert, routed, quarantine=True)
+        if await self._hand_off(claimed, alert, routed, quarantine=True) and claimed.receipt:
+            await source.acknowledge(claimed)
         self._metrics.entries.labels("quarantined").inc()
         self.processed += 1
 
@@ -362,41 +327,39 @@ class Pipeline:
         severity = self._severity.route(dead_letter.queue, summary.severity)
         return Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url)
 
-    async def _hand_off(self, claimed: Claimed, alert: Alert, routed: list[str], *, quarantine: bool = False) -> None:
+    async def _hand_off(self, claimed: Claimed, alert: Alert, routed: list[str], *, quarantine: bool = False) -> bool:
         """Archive (or quarantine) the entry and queue its alert for every routed sink, in one step."""
-        await self._until_done(claimed, lambda: self._handoff.finish(claimed, alert, routed, quarantine=quarantine))
+        return await self._until_done(
+            claimed, lambda: self._handoff.finish(claimed, alert, routed, quarantine=quarantine)
+        )
 
-    async def _finish(self, claimed: Claimed) -> None:
-        await self._until_done(claimed, lambda: self._source.finish(claimed))
-
-    async def _until_done(self, claimed: Claimed, step: Callable[[], Awaitable[bool]]) -> None:
+    async def _until_done(self, claimed: Claimed, step: Callable[[], Awaitable[bool]]) -> bool:
         """`step` (a finish of `claimed`), Redis outages waited out; False: it was reaped meanwhile."""
         backoff = Backoff()
         while True:
             try:
                 if not await step():
-                    log.info("entry %s was reaped while in flight; it will be re-processed", claimed.source_key)
-                return
+                    log.info("an entry of %s was reaped while in flight; it will be re-processed",
+                             keys.display(claimed.source_key))
+                    return False
+                return True
             except REDIS_ERRORS as exc:
                 self._redis_down(exc)
                 await backoff.wait()
 
     async def _rescan(self) -> None:
-        await self._source.rescan()
-        self._depths.show({**await self._source.depths(), **await self._depths.kind_depths(self._kinds)})
-        self._depths.show_waiting(self._source.waiting())
+        await self._upkeep.show_depths()
         if self._offloop is not None:
             self._show_runaways(self._offloop.runaways)  # a runaway may end while the DLQs are idle
         self._metrics.processing_depth.set(len(self._in_flight))
         # Read from Redis (it sets the gauge): other processes add and retry records too.
         await self._undeliverable.depth()
 
-    async def _every(self, interval: float, job: Callable[[], Awaitable[object]], stop: asyncio.Event) -> None:
-        await every(interval, job, stop, what=f"upkeep task {getattr(job, '__name__', job)}",
-                    on_success=lambda: self._health.set("redis", Status.OK), on_redis_error=self._redis_down)
-
-    def _tick(self) -> None:
+    def _tick(self, source: Source) -> None:
         self.last_tick = time.monotonic()
+        if source.health_check is not None:  # a kind answered; the bridge's Redis says nothing here
+            self._show_source(source, True, "readable")
+            return
         self._metrics.loop_tick.set_to_current_time()
         self._health.set("redis", Status.OK)
         self._health.set("loop", Status.OK)

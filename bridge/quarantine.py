@@ -34,15 +34,16 @@ def quarantine_title(claims: int, deadline_s: float | None) -> str:
 
 
 def quarantine_alert(
-    source_key: str, digest: str, severity: Severity, title: str, raw: bytes | None = None
+    source_key: str, digest: str, severity: Severity, title: str, raw: bytes | None = None,
+    *, queue: str | None = None,
 ) -> Alert:
-    """A minimal alert: queue from the (displayed) source key; job id (`quarantined:<id>`), name,
-    attempts and error from the first `HEAD_BYTES` of `raw` when they hold them, else job id
-    `quarantined:sha256:<digest>`."""
+    """A minimal alert: queue from the (displayed) source key, or `queue` (a kind record's); job id
+    (`quarantined:<id>`), name, attempts and error from the first `HEAD_BYTES` of `raw` when they
+    hold them, else job id `quarantined:sha256:<digest>`."""
     shown = redact_key_name(source_key)
     dead_letter = DeadLetter(
         source_key=shown,
-        queue=keys.queue_of(shown),
+        queue=queue or keys.queue_of(shown),
         job_id=f"{QUARANTINED_PREFIX}sha256:{digest}",
         raw_digest=digest,
         parse_error="quarantined: not parsed",

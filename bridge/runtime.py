@@ -26,6 +26,7 @@ from bridge.redis_memory import RedisMemory
 from bridge.runbooks import RunbookCatalog
 from bridge.settings import Settings
 from bridge.sources.build import Built, build_kind_sources
+from bridge.sources.kind_port import kind_ports
 from bridge.sources.redis_list import RedisListSource
 from bridge.summarize.base import Summarizer
 from bridge.summarize.factory import build_summarizer
@@ -135,7 +136,9 @@ async def open_runtime(
                 redis_target=mask_redis_url(url),
                 handoff=delivery.handoff,
                 delivery=delivery,
-                kinds=kinds.sources,
+                kinds=kind_ports(kinds.sources, client, settings.redis.consumer_id,
+                                 heartbeat_ttl_s=settings.sources.heartbeat_ttl_s,
+                                 archive_max=settings.sources.archive_max),
                 memory=memory,
             )
             yield Runtime(

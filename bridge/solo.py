@@ -2,9 +2,9 @@
 
 A consumer that dies (kill -9, OOM kill, eviction) took every entry it held down with it, and one
 of them at most was the cause. So a death is never held against everything held: the entries come
-back as *suspects* (`bridge.sources.redis_list.return_held`). A suspect's intake (normalize,
-redact, fingerprint: the only stage that reads the entry's bytes) waits until no other intake of
-this consumer runs, then runs alone, while no other starts, under a note in Redis
+back as *suspects* (`bridge.sources.base.return_held`), from a list or any other kind. A
+suspect's intake (normalize, redact, fingerprint: the only stage that reads the entry's bytes)
+waits until no other intake of this consumer runs, then runs alone, while no other starts, under a note in Redis
 (`dlq_bridge:solo:<consumer>`) naming it. A death while the note is up is held against that
 suspect alone; after `sources.quarantine_after` such deaths the entry is quarantined. A bystander
 simply finishes (its summary and hand-off run like any other entry's), and its suspect mark goes
@@ -80,7 +80,7 @@ class SoloLane:
         self.ran_alone = 0
 
     async def intake(self, claimed: Claimed | None, job: Callable[[], Awaitable[T]]) -> T:
-        """`job` (an intake) for `claimed`; None (a kind record) or not a suspect: beside the others."""
+        """`job` (an intake) for `claimed`; not a suspect (or None): beside the others."""
         if claimed is None or not claimed.suspect:
             await self._gate.enter_shared()
             try:

@@ -12,8 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "bridge"
 DOC = ROOT / "docs" / "architecture.md"
 
-# A cycle h21s's one-drain change removes (bridge/kind_pipeline.py goes); the lead drops this after merging.
-KNOWN_CYCLES = [{"bridge.kind_pipeline", "bridge.pipeline"}]  # removed by the one-drain change
+KNOWN_CYCLES: list[set[str]] = []  # none: the one drain (bridge/pipeline.py) removed the last
 
 
 def modules() -> dict[str, Path]:

@@ -82,18 +82,26 @@ def test_only_the_bridges_own_runbook_links_are_clickable() -> None:
 async def test_the_hand_off_writes_a_record_and_the_minutes_counts(aredis: aioredis.Redis) -> None:
     from bridge.delivery.queue import SinkQueue
     from bridge.handoff import HandOff
+    from bridge.sources.base import Claimed, entry_digest
 
     handoff = HandOff(aredis, "test-1", 2, {"s1": SinkQueue(aredis, "s1")})
-    alerts = [make_alert(job_id=f"k{i}", raw_digest=f"{i:016x}") for i in range(3)]
-    await handoff.finish_kind("src", b"a0", alerts[0], [])  # no sink: the alert is embedded
-    first = Record.parse(await aredis.hget(keys.entry_records("src"), f"{0:016x}"))
+    raws = [f"a{i}".encode() for i in range(3)]
+    alerts = [make_alert(job_id=f"k{i}", raw_digest=entry_digest(raw)) for i, raw in enumerate(raws)]
+    inflight = keys.inflight("src", "test-1")  # a kind record in flight (`bridge.sources.kind_port`)
+
+    async def hand_off(i: int, sinks: list[str]) -> None:
+        await aredis.lpush(inflight, raws[i])
+        assert await handoff.finish(Claimed("src", raws[i], inflight=inflight), alerts[i], sinks)
+
+    await hand_off(0, [])  # no sink: the alert is embedded
+    first = Record.parse(await aredis.hget(keys.entry_records("src"), entry_digest(raws[0])))
     assert first is not None and first.alert == alerts[0] and first.sinks == [] and first.item == ""
-    await handoff.finish_kind("src", b"a1", alerts[1], ["s1"])  # the parcel carries it
-    await handoff.finish_kind("src", b"a2", alerts[2], ["s1"])
+    await hand_off(1, ["s1"])  # the parcel carries it
+    await hand_off(2, ["s1"])
     await handoff.flush()
     stored = await aredis.hgetall(keys.entry_records("src"))
     records = {k.decode(): Record.parse(v) for k, v in stored.items()}
-    assert sorted(records) == [f"{1:016x}", f"{2:016x}"], "trimmed to the newest archive_max"
+    assert sorted(records) == sorted(entry_digest(r) for r in raws[1:]), "trimmed to the newest archive_max"
     assert all(r is not None and r.alert.dead_letter.job_id in ("k1", "k2") and r.sinks == ["s1"]
                for r in records.values())
     buckets = [await aredis.hgetall(k) for k in await aredis.keys("dlq_bridge:stats:*")]

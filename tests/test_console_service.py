@@ -22,6 +22,11 @@ class FakeKind:
     found: int | None
     meet: asyncio.Barrier | None = None  # depth answers only once every source sharing it is asked
 
+    async def rescan(self) -> list[str]:
+
+        return []
+
+
     async def depth(self) -> int:
         if self.meet is not None:
             await self.meet.wait()

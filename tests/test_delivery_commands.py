@@ -14,7 +14,7 @@ from bridge import keys
 from bridge.settings import Settings
 from tests.support.bridge_process import write_config
 from tests.support.http_server import serve
-from tests.support.receiver import Receiver, Reply, make_alert, open_delivery
+from tests.support.receiver import Receiver, Reply, dispatch, make_alert, open_delivery
 
 SECRET_PATH = "services/T0/B0/VERYSECRETPATH"
 FAST = {"base_delay_s": 0.01, "max_delay_s": 0.05, "request_timeout_s": 2.0, "max_attempts": 1}
@@ -72,8 +72,8 @@ async def test_undeliverable_list_then_retry_removes_only_what_was_delivered(
             {"name": "slack-ops", "type": "slack", "url": f"{base}/{SECRET_PATH}", "messages_per_second": 100}]
         settings = make_settings(delivery=FAST, sinks=sinks)
         async with open_delivery(settings, aredis) as d:
-            await d.dispatcher.dispatch(make_alert(job_id="a"))
-            await d.dispatcher.dispatch(make_alert(job_id="b"))
+            await dispatch(d.dispatcher, make_alert(job_id="a"))
+            await dispatch(d.dispatcher, make_alert(job_id="b"))
         await aredis.lpush(keys.UNDELIVERABLE, json.dumps({"sink": "pipeline", "error": "pipeline error: X"}))
         cfg = config(tmp_path, redis_url, sinks)
 

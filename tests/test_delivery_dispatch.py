@@ -18,7 +18,7 @@ from bridge.health import Status
 from bridge.models import Severity
 from bridge.settings import Settings
 from tests.support.http_server import serve
-from tests.support.receiver import Receiver, Reply, make_alert, open_delivery, sample
+from tests.support.receiver import Receiver, Reply, dispatch, make_alert, open_delivery, sample
 from tests.support.redis_server import free_port
 
 FAST = {"base_delay_s": 0.01, "max_delay_s": 0.05, "request_timeout_s": 2.0, "max_attempts": 5}
@@ -40,7 +40,7 @@ async def test_429_retry_after_makes_the_next_attempt_wait(
     async with serve(receiver.app) as base:
         settings = make_settings(delivery=FAST, sinks=[slack("slack", base)])
         async with open_delivery(settings, aredis) as d:
-            [result] = await d.dispatcher.dispatch(make_alert())
+            [result] = await dispatch(d.dispatcher, make_alert())
     assert result.outcome == "delivered" and result.attempts == 2
     [gap] = receiver.gaps()
     assert gap >= 2.0, f"next attempt came after {gap:.3f}s, Retry-After said 2"
@@ -53,7 +53,7 @@ async def test_503_then_success_delivers_exactly_once(
     async with serve(receiver.app) as base:
         settings = make_settings(delivery=FAST, sinks=[webhook("api", f"{base}/in")])
         async with open_delivery(settings, aredis) as d:
-            [result] = await d.dispatcher.dispatch(make_alert())
+            [result] = await dispatch(d.dispatcher, make_alert())
             assert d.health.get("sink:api") is not None
             assert d.health.get("sink:api").status is Status.OK  # type: ignore[union-attr]
     assert result.outcome == "delivered" and result.attempts == 2
@@ -74,7 +74,7 @@ async def test_400_lands_in_undeliverable_after_one_attempt(
     async with serve(receiver.app) as base:
         settings = make_settings(delivery=FAST, sinks=[slack("slack", base)])
         async with open_delivery(settings, aredis) as d:
-            [result] = await d.dispatcher.dispatch(make_alert())
+            [result] = await dispatch(d.dispatcher, make_alert())
     assert result.outcome == "undeliverable" and result.attempts == 1
     assert len(receiver.requests) == 1
     [raw] = await aredis.lrange(keys.UNDELIVERABLE, 0, -1)
@@ -101,7 +101,7 @@ async def test_exhausted_retries_land_in_undeliverable(
     async with serve(receiver.app) as base:
         settings = make_settings(delivery={**FAST, "max_attempts": 3}, sinks=[webhook("api", f"{base}/in")])
         async with open_delivery(settings, aredis) as d:
-            [result] = await d.dispatcher.dispatch(make_alert())
+            [result] = await dispatch(d.dispatcher, make_alert())
     assert result.outcome == "undeliverable" and result.attempts == 3 and result.status == 503
     assert len(receiver.requests) == 3
     assert json.loads((await aredis.lrange(keys.UNDELIVERABLE, 0, -1))[0])["attempts"] == 3
@@ -119,7 +119,7 @@ async def test_a_dead_sink_does_not_delay_a_healthy_one(
         settings = make_settings(delivery=delivery, sinks=[
             webhook("dead", dead_url), webhook("good", f"{good_base}/in")])
         async with open_delivery(settings, aredis) as d:
-            task = asyncio.create_task(d.dispatcher.dispatch(make_alert()))
+            task = asyncio.create_task(dispatch(d.dispatcher, make_alert()))
             while not healthy.requests and not task.done():
                 await asyncio.sleep(0.005)
             dead_attempts_then, dead_done_then = len(hanging.requests), task.done()
@@ -143,9 +143,9 @@ async def test_same_alert_twice_is_sent_once_per_sink(
     async with serve(a.app) as base_a, serve(b.app) as base_b:
         settings = make_settings(delivery=FAST, sinks=[webhook("a", f"{base_a}/in"), slack("b", base_b)])
         async with open_delivery(settings, aredis) as d:
-            first = await d.dispatcher.dispatch(make_alert())
-            second = await d.dispatcher.dispatch(make_alert())
-            changed = await d.dispatcher.dispatch(make_alert(raw_digest="fedcba9876543210"))
+            first = await dispatch(d.dispatcher, make_alert())
+            second = await dispatch(d.dispatcher, make_alert())
+            changed = await dispatch(d.dispatcher, make_alert(raw_digest="fedcba9876543210"))
     assert sorted(r.outcome for r in first) == ["delivered", "delivered"]
     assert sorted(r.outcome for r in second) == ["duplicate", "duplicate"]
     assert sorted(r.outcome for r in changed) == ["delivered", "delivered"], "a new raw entry is a new alert"
@@ -163,8 +163,8 @@ async def test_replay_after_partial_success_resends_only_to_the_failed_sink(
         sinks = [webhook("good", f"{base_good}/in"), webhook("flaky", f"{base_flaky}/in")]
         settings = make_settings(delivery={**FAST, "max_attempts": 2}, sinks=sinks)
         async with open_delivery(settings, aredis) as d:
-            first = {r.sink: r.outcome for r in await d.dispatcher.dispatch(make_alert())}
-            again = {r.sink: r.outcome for r in await d.dispatcher.dispatch(make_alert())}
+            first = {r.sink: r.outcome for r in await dispatch(d.dispatcher, make_alert())}
+            again = {r.sink: r.outcome for r in await dispatch(d.dispatcher, make_alert())}
     assert first == {"good": "delivered", "flaky": "undeliverable"}
     assert again == {"good": "duplicate", "flaky": "delivered"}
     assert len(good.requests) == 1 and len(flaky.requests) == 3
@@ -180,9 +180,9 @@ async def test_routing_by_min_severity_and_queue_globs(
             webhook("crit", f"{base}/crit", min_severity="critical"),
         ])
         async with open_delivery(settings, aredis) as d:
-            assert await d.dispatcher.dispatch(make_alert(queue="orders")) == []
-            await d.dispatcher.dispatch(make_alert(queue="payments-eu"))
-            await d.dispatcher.dispatch(make_alert(queue="orders", job_id="j2", severity=Severity.CRITICAL))
+            assert await dispatch(d.dispatcher, make_alert(queue="orders")) == []
+            await dispatch(d.dispatcher, make_alert(queue="payments-eu"))
+            await dispatch(d.dispatcher, make_alert(queue="orders", job_id="j2", severity=Severity.CRITICAL))
             both = make_alert(queue="payments", severity=Severity.CRITICAL)
             assert [r.sink.name for r in d.dispatcher.routed(both)] == ["pay", "crit"]
     assert sorted(r.path for r in receiver.requests) == ["crit", "pay"]
@@ -197,6 +197,6 @@ async def test_redis_down_while_recording_raises_so_the_entry_is_kept(
         settings = make_settings(delivery=FAST, sinks=[webhook("api", f"{base}/in")])
         async with open_delivery(settings, broken) as d:
             with pytest.raises(RedisError):
-                await d.dispatcher.dispatch(make_alert())
+                await dispatch(d.dispatcher, make_alert())
     await broken.aclose()
     assert receiver.requests == [], "without the ledger check nothing is sent"

@@ -10,7 +10,7 @@ import pytest
 
 from bridge.errors import SinkPermanent, SinkRetryable
 from bridge.models import Notification
-from bridge.sinks.mail import EmailSink, EmailSinkSettings, as_text
+from bridge.sinks.email import EmailSink, EmailSinkSettings, as_text
 from tests.sinks.runtime_contract import RuntimeContract
 from tests.sinks.test_sink_contract import SinkContract
 from tests.support.receiver import make_alert

@@ -13,7 +13,7 @@ from bridge.models import Severity
 from bridge.settings import Settings
 from bridge.sinks.pagerduty import PagerDutySink, dedup_key, render_event
 from tests.support.http_server import serve
-from tests.support.receiver import Receiver, Reply, make_alert, open_delivery, sample
+from tests.support.receiver import Receiver, Reply, dispatch, make_alert, open_delivery, sample
 
 KEY = "R0UTINGKEY0123456789abcdef012345"
 FAST = {"base_delay_s": 0.01, "max_delay_s": 0.05, "request_timeout_s": 2.0}
@@ -65,7 +65,7 @@ async def test_202_is_delivered_with_the_routing_key_and_stable_dedup_key(
     async with serve(receiver.app) as base:
         settings = make_settings(delivery=FAST, sinks=[pd_sink(f"{base}/v2/enqueue")])
         async with open_delivery(settings, aredis) as d:
-            [result] = await d.dispatcher.dispatch(make_alert())
+            [result] = await dispatch(d.dispatcher, make_alert())
     assert result.outcome == "delivered" and result.attempts == 3
     bodies = [json.loads(r.body) for r in receiver.requests]
     assert {b["routing_key"] for b in bodies} == {KEY}
@@ -82,7 +82,7 @@ async def test_400_is_permanent_and_the_record_holds_no_routing_key(
     async with serve(receiver.app) as base:
         settings = make_settings(delivery=FAST, sinks=[pd_sink(f"{base}/v2/enqueue")])
         async with open_delivery(settings, aredis) as d:
-            [result] = await d.dispatcher.dispatch(make_alert())
+            [result] = await dispatch(d.dispatcher, make_alert())
     assert result.outcome == "undeliverable" and result.attempts == 1
     assert len(receiver.requests) == 1
     [raw] = await aredis.lrange(keys.UNDELIVERABLE, 0, -1)

@@ -14,7 +14,7 @@ from bridge.models import Severity, SummarySource
 from bridge.settings import Settings
 from bridge.sinks.slack import escape, render_card
 from tests.support.http_server import serve
-from tests.support.receiver import Receiver, make_alert, open_delivery
+from tests.support.receiver import Receiver, dispatch, make_alert, open_delivery
 
 HOSTILE = "<!channel> <!here> @here @channel <@U123> <#C999> <https://evil.example|click> & done"
 FAST = {"base_delay_s": 0.01, "max_delay_s": 0.05, "request_timeout_s": 2.0}
@@ -125,7 +125,7 @@ async def test_card_reaches_a_slack_receiver_and_parses(
         settings = make_settings(delivery=FAST, sinks=[
             {"name": "slack-ops", "type": "slack", "url": f"{base}/services/T0/B0/SECRET"}])
         async with open_delivery(settings, aredis) as d:
-            results = await d.dispatcher.dispatch(make_alert(last_error="x" * 1_000_000 + HOSTILE))
+            results = await dispatch(d.dispatcher, make_alert(last_error="x" * 1_000_000 + HOSTILE))
     assert [r.outcome for r in results] == ["delivered"]
     [request] = receiver.requests
     assert request.path == "services/T0/B0/SECRET"
@@ -148,7 +148,7 @@ async def test_slack_is_paced_per_webhook_without_slowing_other_sinks(
         ])
         async with open_delivery(settings, aredis) as d:
             alerts = [make_alert(job_id=f"j{i}") for i in range(3)]
-            await asyncio.gather(*(d.dispatcher.dispatch(a) for a in alerts))
+            await asyncio.gather(*(dispatch(d.dispatcher, a) for a in alerts))
     assert len(slack.requests) == 6 and len(hook.requests) == 3
     assert min(slack.gaps()) >= 0.2, f"two sinks on one webhook share one pace: {slack.gaps()}"
     # Order, not speed: every webhook request came before Slack's pace let its third message out.

@@ -16,7 +16,7 @@ from bridge.settings import Settings
 from bridge.signing import verify
 from bridge.sinks.webhook import header_key
 from tests.support.http_server import serve
-from tests.support.receiver import Receiver, Reply, make_alert, open_delivery
+from tests.support.receiver import Receiver, Reply, dispatch, make_alert, open_delivery
 
 WHSEC = "whsec_" + base64.b64encode(b"incidents-api-signing-key-0001!!").decode()
 OLD = "plain-old-secret"
@@ -36,7 +36,7 @@ async def test_receiver_verifies_body_and_both_signatures(
     async with serve(receiver.app) as base:
         settings = make_settings(delivery=FAST, sinks=[hook(f"{base}/api/dlq", f"{WHSEC} {OLD}")])
         async with open_delivery(settings, aredis) as d:
-            [result] = await d.dispatcher.dispatch(make_alert())
+            [result] = await dispatch(d.dispatcher, make_alert())
     assert result.outcome == "delivered"
     [request] = receiver.requests
     headers, body = request.headers, request.body
@@ -61,7 +61,7 @@ async def test_retries_carry_the_same_idempotency_key_and_webhook_id(
     async with serve(receiver.app) as base:
         settings = make_settings(delivery=FAST, sinks=[hook(f"{base}/api/dlq")])
         async with open_delivery(settings, aredis) as d:
-            [result] = await d.dispatcher.dispatch(make_alert())
+            [result] = await dispatch(d.dispatcher, make_alert())
     assert result.outcome == "delivered" and result.attempts == 4
     assert len({r.headers["idempotency-key"] for r in receiver.requests}) == 1
     assert len({r.headers["webhook-id"] for r in receiver.requests}) == 1
@@ -75,7 +75,7 @@ async def test_410_gone_is_permanent(make_settings: Callable[..., Settings], are
     async with serve(receiver.app) as base:
         settings = make_settings(delivery=FAST, sinks=[hook(f"{base}/api/dlq")])
         async with open_delivery(settings, aredis) as d:
-            [result] = await d.dispatcher.dispatch(make_alert())
+            [result] = await dispatch(d.dispatcher, make_alert())
     assert result.outcome == "undeliverable" and result.status == 410
     assert len(receiver.requests) == 1
     [raw] = await aredis.lrange(keys.UNDELIVERABLE, 0, -1)
@@ -90,7 +90,7 @@ async def test_odd_ids_still_make_a_valid_header(
     async with serve(receiver.app) as base:
         settings = make_settings(delivery=FAST, sinks=[hook(f"{base}/api/dlq")])
         async with open_delivery(settings, aredis) as d:
-            [result] = await d.dispatcher.dispatch(make_alert(job_id="Zürich job\r\nX-Evil: 1"))
+            [result] = await dispatch(d.dispatcher, make_alert(job_id="Zürich job\r\nX-Evil: 1"))
     assert result.outcome == "delivered"
     [request] = receiver.requests
     assert "x-evil" not in request.headers

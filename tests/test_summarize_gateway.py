@@ -110,7 +110,8 @@ async def test_valid_reply_is_used_and_request_is_well_formed(rig: Rig) -> None:
     assert body["model"] == "openclaw/dlq-summarizer" and body["temperature"] == 0
     schema = body["response_format"]["json_schema"]["schema"]
     assert body["response_format"]["type"] == "json_schema"
-    assert set(schema["properties"]["runbook_hint"]["enum"]) == {*RunbookCatalog.load().ids(), ""}
+    contradicted = {"unparseable-payload", "no-error-recorded"}  # it parsed, and it has an error
+    assert set(schema["properties"]["runbook_hint"]["enum"]) == {*RunbookCatalog.load().ids(), ""} - contradicted
     system, user = body["messages"]
     assert system["role"] == "system" and "one json object" in system["content"].lower()
     assert "- timeout: " in system["content"]  # the runbook catalogue
@@ -119,6 +120,17 @@ async def test_valid_reply_is_used_and_request_is_well_formed(rig: Rig) -> None:
     envelope = json.loads(wrapped)
     assert envelope["queue"] == "orders" and envelope["job_name"] == "ship_order"
     assert "fingerprint" not in envelope
+
+
+async def test_the_runbook_enum_leaves_out_only_what_the_dead_letter_contradicts(rig: Rig) -> None:
+    """A small model tends to pick the first ids of the enum; an id the entry rules out is not offered."""
+    rig.route.mock(return_value=chat(json.dumps(VALID)))
+    await rig.summarizer.summarize(normalize(b"{truncated json", "dead_letter:orders"))
+    await rig.summarize(last_error=None)
+    enums = [set(b["response_format"]["json_schema"]["schema"]["properties"]["runbook_hint"]["enum"])
+             for b in rig.requests()]
+    assert "unparseable-payload" in enums[0] and "no-error-recorded" not in enums[0]
+    assert "no-error-recorded" in enums[1] and "unparseable-payload" not in enums[1]
 
 
 async def test_no_token_no_authorization_header_and_no_response_format(

@@ -61,7 +61,7 @@ from bridge.intake import normalize
 from bridge.settings import Settings, SinkSettings
 from bridge.silences import Silence, SilenceStore
 from bridge.sources.base import entry_digest
-from bridge.sources.kinds import KindSource
+from bridge.sources.kinds import KindReader
 
 PAGE_MAX = 200
 HOUR_BUCKETS = 3600 // keys.STATS_BUCKET_S
@@ -79,7 +79,7 @@ class KindRef:
     """A configured kind source as the runtime built it."""
 
     kind: str
-    source: KindSource
+    source: KindReader
 
 
 class ConsoleService:
@@ -345,7 +345,7 @@ def _total(sources: Sequence[SourceView]) -> SummarySourceCounts:
     )
 
 
-async def _kind_depth(source: KindSource) -> int | None:
+async def _kind_depth(source: KindReader) -> int | None:
     try:
         return await asyncio.wait_for(source.depth(), KIND_DEPTH_TIMEOUT_S)
     except Exception:  # any client library; the page shows "unknown"

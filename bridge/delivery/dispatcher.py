@@ -1,16 +1,11 @@
 """Routing, and the final delivery of one item to one sink.
 
-`routed(alert)` names the sinks an alert is handed off to (the pipeline's
+`routed(alert)` names the sinks an alert is handed off to (the drain's
 hand-off); `deliver_one` / `deliver_group` are what a sink worker runs for
-each queued alert or group notification (docs/design.md, section 5b).
-`dispatch(alert)` delivers to every routed sink directly and concurrently;
-the pipeline no longer uses it (tests and direct sends do). A sink is final
-when it is delivered, a duplicate (ledger hit) or recorded as undeliverable.
-
-Redis errors: `dispatch()` raises `RedisError` only when an outcome could not
-be recorded (ledger read/mark or undeliverable LPUSH failed). The other sinks
-still finish first. The pipeline then keeps the entry and retries it whole;
-the ledger suppresses the sinks that already succeeded.
+each queued alert or group notification (docs/design.md, section 5b). Nothing
+sends directly: every alert goes through the hand-off and a sink queue. A sink
+is final when it is delivered, a duplicate (ledger hit) or recorded as
+undeliverable.
 """
 
 from __future__ import annotations
@@ -59,24 +54,6 @@ class Dispatcher:
     def routed(self, alert: Alert) -> list[Route]:
         queue, severity = alert.dead_letter.queue, alert.severity
         return [r for r in self._routes if r.settings.routes(queue, severity)]
-
-    async def dispatch(self, alert: Alert) -> list[Result]:
-        """Deliver to every routed sink; returns when each is final (see module doc)."""
-        await self._refresh_depth_once()
-        outcomes = await asyncio.gather(
-            *(self.deliver_one(route, alert) for route in self.routed(alert)), return_exceptions=True
-        )
-        results, redis_errors = [], []
-        for outcome in outcomes:
-            if isinstance(outcome, (RedisError, OSError)):
-                redis_errors.append(outcome)
-            elif isinstance(outcome, BaseException):
-                raise outcome  # cancellation or a bug in this module
-            else:
-                results.append(outcome)
-        if redis_errors:
-            raise redis_errors[0]
-        return results
 
     def ledger_for(self, route: Route) -> Ledger | None:
         """The ledger `route` delivers under (None: console sinks, or no ledger at all)."""

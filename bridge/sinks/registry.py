@@ -6,7 +6,7 @@ plug-in (`SINKS.of(settings)`) for its traits; nothing else names a sink type.
 
 from __future__ import annotations
 
-from bridge.sinks import alertmanager, console, mail, pagerduty, slack, teams, webhook
+from bridge.sinks import alertmanager, console, email, pagerduty, slack, teams, webhook
 from bridge.sinks.plugin import SinkRegistry
 
 SINKS = SinkRegistry([
@@ -15,6 +15,6 @@ SINKS = SinkRegistry([
     pagerduty.PLUGIN,
     webhook.PLUGIN,
     teams.PLUGIN,
-    mail.PLUGIN,
+    email.PLUGIN,
     alertmanager.PLUGIN,
 ])

@@ -12,14 +12,14 @@ from pydantic import BaseModel
 
 from bridge.config.redis import RedisSettings
 from bridge.errors import ConfigError
-from bridge.sources.kinds import KindSource
+from bridge.sources.kinds import KindReader
 from bridge.sources.plugin import KindContext, KindRegistry, env_value
 from bridge.sources.registry import KINDS
 
 
 @dataclass
 class Built:
-    sources: list[KindSource]
+    sources: list[KindReader]
     clients: list[aioredis.Redis] = field(default_factory=list)  # opened here: close on shutdown
 
     async def close(self) -> None:

@@ -18,7 +18,7 @@ from bridge.sources.config import (
     SqsSourceSettings,
     WatchedSettings,
 )
-from bridge.sources.kinds import KindSource
+from bridge.sources.kinds import KindReader
 from bridge.sources.plugin import KindContext
 from bridge.sources.rabbitmq import RabbitMQSource
 from bridge.sources.redis_stream import RedisStreamSource
@@ -33,7 +33,7 @@ def _checked(cfg: WatchedSettings, source: WatchedSource) -> WatchedSource:
     return source
 
 
-def sidekiq(cfg: SidekiqSourceSettings, ctx: KindContext) -> KindSource:
+def sidekiq(cfg: SidekiqSourceSettings, ctx: KindContext) -> KindReader:
     name = cfg.source_name()
     store = ctx.store(cfg.redis_url_env, name)
     return _checked(cfg, sidekiq_source(
@@ -42,20 +42,20 @@ def sidekiq(cfg: SidekiqSourceSettings, ctx: KindContext) -> KindSource:
     ))
 
 
-def bullmq(cfg: BullMQSourceSettings, ctx: KindContext) -> KindSource:
+def bullmq(cfg: BullMQSourceSettings, ctx: KindContext) -> KindReader:
     name = cfg.source_name()
     store = ctx.store(cfg.redis_url_env, name)
     source = bullmq_source(name, store, ctx.bridge, prefix=cfg.prefix, queues=cfg.queues, lease_s=cfg.lease_s)
     return _checked(cfg, source)
 
 
-def rq(cfg: RQSourceSettings, ctx: KindContext) -> KindSource:
+def rq(cfg: RQSourceSettings, ctx: KindContext) -> KindReader:
     name = cfg.source_name()
     store = ctx.store(cfg.redis_url_env, name)
     return _checked(cfg, rq_source(name, store, ctx.bridge, queues=cfg.queues, lease_s=cfg.lease_s))
 
 
-def redis_stream(cfg: RedisStreamSourceSettings, ctx: KindContext) -> KindSource:
+def redis_stream(cfg: RedisStreamSourceSettings, ctx: KindContext) -> KindReader:
     name = cfg.source_name()
     return RedisStreamSource(
         name,
@@ -67,13 +67,13 @@ def redis_stream(cfg: RedisStreamSourceSettings, ctx: KindContext) -> KindSource
     )
 
 
-def rabbitmq(cfg: RabbitMQSourceSettings, ctx: KindContext) -> KindSource:
+def rabbitmq(cfg: RabbitMQSourceSettings, ctx: KindContext) -> KindReader:
     name = cfg.source_name()
     ctx.needs("aio_pika", "aio-pika", name)
     return RabbitMQSource(name, ctx.env(cfg.url_env, name), queue=cfg.queue, prefetch=cfg.prefetch)
 
 
-def sqs(cfg: SqsSourceSettings, ctx: KindContext) -> KindSource:
+def sqs(cfg: SqsSourceSettings, ctx: KindContext) -> KindReader:
     ctx.needs("boto3", "boto3", cfg.source_name())
     region = cfg.region or cfg.region_from_url() or ctx.environ.get("AWS_REGION")
     region = region or ctx.environ.get("AWS_DEFAULT_REGION")

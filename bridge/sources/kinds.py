@@ -1,4 +1,7 @@
-"""The interface of the other DLQ kinds: claim a record with an opaque receipt, ack it after finish.
+"""The plug-in part of the other DLQ kinds: claim a record with an opaque receipt, ack it.
+
+A reader is what a kind implements; `bridge.sources.kind_port.KindPort` puts it behind the one
+source port, which does the bookkeeping (in-flight list, deaths, acknowledgement after the hand-off).
 
 Two families (docs/design.md, section 2b):
 
@@ -19,13 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from bridge.sources.base import Receipt
 
-@dataclass(frozen=True)
-class Receipt:
-    """Opaque to everyone but the source that issued it."""
-
-    source: str
-    token: str
+__all__ = ["KindReader", "KindRecord", "Receipt"]
 
 
 @dataclass(frozen=True)
@@ -38,9 +37,10 @@ class KindRecord:
     raw: bytes  # envelope-shaped JSON, or the native bytes when they could not be mapped
     receipt: Receipt
     claimed_at: float = field(default=0.0, compare=False)
+    attempts: int | None = field(default=None, compare=False)  # when the raw names none (SQS: its receive count)
 
 
-class KindSource(Protocol):
+class KindReader(Protocol):
     """What every kind reader offers; `name` is unique among the configured sources."""
 
     @property
@@ -56,6 +56,10 @@ class KindSource(Protocol):
 
     async def depth(self) -> int:
         """Records not yet finished (watched) or waiting (consumable), for /metrics and `check`."""
+        ...
+
+    async def rescan(self) -> list[str]:
+        """Stores found since the last call (new BullMQ / RQ queues); consumable kinds have one."""
         ...
 
     async def close(self) -> None: ...

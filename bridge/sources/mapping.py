@@ -106,4 +106,6 @@ def dead_letter(record: KindRecord, *, excerpt_max: int = 2048) -> DeadLetter:
     queue = clean_text(record.queue, MAX_FIELD_CHARS)
     if letter.queue != queue:
         letter = letter.model_copy(update={"queue": queue})
+    if letter.attempts is None and record.attempts is not None:
+        letter = letter.model_copy(update={"attempts": record.attempts})
     return letter

@@ -20,7 +20,7 @@ from bridge.config.redis import RedisSettings
 from bridge.errors import ConfigError
 from bridge.redis_client import build_redis
 from bridge.sources.config import KindSettings, duplicate_source_name
-from bridge.sources.kinds import KindSource
+from bridge.sources.kinds import KindReader
 
 K = TypeVar("K", bound=KindSettings)
 
@@ -75,7 +75,7 @@ class KindPlugin(Generic[K]):
 
     kind: str
     settings: type[K]
-    build: Callable[[K, KindContext], KindSource]
+    build: Callable[[K, KindContext], KindReader]
     described: str
     own_ui: str
     requires: tuple[str, str] | None = None

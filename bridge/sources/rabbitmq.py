@@ -154,6 +154,9 @@ class RabbitMQSource:
         declared = await queue.declare()
         return int(declared.message_count or 0) + len(self._held)
 
+    async def rescan(self) -> list[str]:
+        return []
+
     async def close(self) -> None:
         if self._connection is not None:
             await self._connection.close()

@@ -113,6 +113,9 @@ class RedisStreamSource:
         last = _text(info.get("last-delivered-id") or "0-0")
         return len(await self._client.xrange(self._stream, min=f"({last}", max="+", count=LAG_CAP) or [])
 
+    async def rescan(self) -> list[str]:
+        return []
+
     async def close(self) -> None:
         return None
 

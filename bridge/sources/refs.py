@@ -13,7 +13,7 @@ import redis.asyncio as redis
 
 from bridge.settings import Settings
 from bridge.sources.build import build_kind_sources
-from bridge.sources.kinds import KindSource
+from bridge.sources.kinds import KindReader
 from bridge.sources.registry import KINDS
 
 
@@ -56,7 +56,7 @@ async def depths(settings: Settings, client: redis.Redis, probe_s: float) -> lis
         await built.close()
 
 
-async def _depth(source: KindSource, probe_s: float) -> int | str:
+async def _depth(source: KindReader, probe_s: float) -> int | str:
     try:
         rescan = getattr(source, "rescan", None)
         if rescan is not None:

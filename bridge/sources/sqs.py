@@ -33,7 +33,10 @@ def queue_name(queue_url: str) -> str:
 
 
 def message_raw(message: dict[str, Any]) -> tuple[bytes, str]:
-    """The raw dead letter of one message and its job id."""
+    """The raw dead letter of one message and its job id.
+
+    The same bytes on every receive (the drain tracks an entry's deaths by their digest), so the
+    receive count, which grows with each receive, is not in them: see `receive_attempts`."""
     body = message.get("Body") or ""
     message_id = str(message.get("MessageId") or "")
     try:
@@ -47,15 +50,17 @@ def message_raw(message: dict[str, Any]) -> tuple[bytes, str]:
     if job_id is None:
         obj["job_id"] = job_id = message_id
     attributes = message.get("Attributes", {})
-    if obj.get("attempts") is None:
-        received = _int(attributes.get("ApproximateReceiveCount"))
-        if received is not None:
-            obj["attempts"] = max(received - 1, 1)
     if not any(obj.get(name) for name in _FAILED_AT_FIELDS):
         first = iso_from_epoch(attributes.get("ApproximateFirstReceiveTimestamp"))
         if first is not None:
             obj["first_failed_at"] = first
     return json.dumps(obj, sort_keys=True, ensure_ascii=False).encode(), job_id
+
+
+def receive_attempts(message: dict[str, Any]) -> int | None:
+    """`ApproximateReceiveCount` minus this receive: the attempts, when the body names none."""
+    received = _int(message.get("Attributes", {}).get("ApproximateReceiveCount"))
+    return None if received is None else max(received - 1, 1)
 
 
 def _int(value: Any) -> int | None:
@@ -93,7 +98,8 @@ class SqsSource:
         message = messages[0]
         raw, job_id = message_raw(message)
         receipt = Receipt(source=self._name, token=str(message["ReceiptHandle"]))
-        return KindRecord(self._source_key, self._queue, job_id, raw, receipt, time.time())
+        attempts = receive_attempts(message)
+        return KindRecord(self._source_key, self._queue, job_id, raw, receipt, time.time(), attempts)
 
     async def ack(self, receipt: Receipt) -> bool:
         if receipt.source != self._name:
@@ -116,6 +122,9 @@ class SqsSource:
         attrs = reply.get("Attributes", {})
         names = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible")
         return sum(_int(attrs.get(n)) or 0 for n in names)
+
+    async def rescan(self) -> list[str]:
+        return []
 
     async def close(self) -> None:
         return None

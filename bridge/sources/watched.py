@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from bridge.handoff import Parcel
 from bridge.items import now_ms as wall_ms
 from bridge.resolves import Reason
+from bridge.sources.base import AckNote
 from bridge.sources.cursor import Cursor, Position
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.leaving import Judge, LeaveNote
@@ -61,13 +62,14 @@ class WatchedSet:
 
     async def claim(self) -> KindRecord | None:
         now_ms = int(self._clock() * 1000)
-        for position in await self._cursor.reclaim_expired(now_ms):
+        # one at a time: a lease taken over here is handed out now, never left re-leased and unread
+        for position in await self._cursor.reclaim_expired(now_ms, limit=1):
             record = await self._reload(position)
             if record is not None:
                 return record
         return await self._scan(now_ms)
 
-    async def finish(self, position: Position, note: LeaveNote | None = None) -> None:
+    async def finish(self, position: Position, note: AckNote | None = None) -> None:
         if note is None or self._judge is None:
             await self._cursor.finish(position)
         else:
@@ -206,7 +208,7 @@ class WatchedSource:
     async def ack(self, receipt: Receipt) -> bool:
         return await self.ack_held(receipt, None)
 
-    async def ack_held(self, receipt: Receipt, note: LeaveNote | None) -> bool:
+    async def ack_held(self, receipt: Receipt, note: AckNote | None) -> bool:
         """`ack`, holding the job with `note` so its alert is resolved when it leaves the store."""
         key, score, member_id = _parse_token(receipt.token)
         watched = self._sets.get(key)

@@ -184,16 +184,15 @@ class OpenClawSummarizer:
 
     async def _ask(self, dl: DeadLetter) -> Salvaged:
         messages = build_messages(self._system_prompt, dl)
+        defaults = self._fallback.defaults(dl)
         self.calls += 1
         try:
-            response = await self._gateway.complete(messages)
+            response = await self._gateway.complete(messages, defaults.ruled_out)
         except SummaryError:
             raise
         except Exception as exc:  # a transport may raise its own errors
             raise SummaryError("error", f"gateway call failed ({type(exc).__name__})") from None
-        return salvage_reply(
-            content_of(response), self._runbook_ids, self._fallback.defaults(dl), runbook_base=self._runbook_base
-        )
+        return salvage_reply(content_of(response), self._runbook_ids, defaults, runbook_base=self._runbook_base)
 
     async def _failed(self, exc: SummaryError, admission: Admission) -> None:
         if exc.reason in QUALITY_REASONS:  # the gateway is up; only the reply was bad

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -298,6 +299,8 @@ class MotoSqs:
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
+        # moto keeps its queues per process, not per server: start from none (an earlier test may leave some)
+        urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST"), timeout=10)
         self.client = self.make_client()
         self.dlq_url = self.client.create_queue(QueueName="orders-dlq")["QueueUrl"]
         arn = self.client.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])

@@ -2,7 +2,8 @@
 
 Like saq's queue tests, `KindContract` holds the tests and each `Test<Kind>` subclass says how to
 produce dead jobs with the real library and how to build readers. A kind whose tool is missing
-skips alone, with the reason (see `missing`).
+skips alone, with the reason (see `missing`). Each kind also runs the source port's contract
+(`tests/kinds/port_contract.py`) behind `KindPort`, as `TestRedisListPort` runs it for the lists.
 """
 
 from __future__ import annotations
@@ -16,14 +17,19 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from bridge.sources.kinds import KindRecord, KindSource
+from bridge.config.sources import ListSourcesSettings
+from bridge.sources.base import Source
+from bridge.sources.kind_port import KindPort
+from bridge.sources.kinds import KindReader, KindRecord
 from bridge.sources.mapping import dead_letter
+from bridge.sources.redis_list import RedisListSource
 from tests.kinds import producers
+from tests.kinds.port_contract import PortContract
 
 LEASE_S = 30.0
 
 
-class KindContract:
+class KindContract(PortContract):
     """Subclasses set the expectations and implement the hooks."""
 
     expected_queue: ClassVar[str] = ""
@@ -40,10 +46,10 @@ class KindContract:
         """Dead-letter `count` jobs with the real library; their job ids when the test knows them."""
         raise NotImplementedError
 
-    async def reader(self, consumer: str) -> KindSource:
+    async def reader(self, consumer: str) -> KindReader:
         raise NotImplementedError
 
-    async def takeover_reader(self, consumer: str, holder: KindSource) -> KindSource:
+    async def takeover_reader(self, consumer: str, holder: KindReader) -> KindReader:
         """A reader that gets what `holder` claimed and never acked (the holder has stopped)."""
         raise NotImplementedError
 
@@ -66,7 +72,7 @@ class KindContract:
         self.redis_url = redis_url
         self.sync_redis = clean_redis
         self.clients: list[aioredis.Redis] = []
-        self.readers: list[KindSource] = []
+        self.readers: list[KindReader] = []
         yield
         for reader in self.readers:
             await reader.close()
@@ -79,10 +85,18 @@ class KindContract:
         self.clients.append(client)
         return client
 
-    async def new_reader(self, consumer: str) -> KindSource:
+    async def new_reader(self, consumer: str) -> KindReader:
         reader = await self.reader(consumer)
         self.readers.append(reader)
         return reader
+
+    async def port(self, consumer: str) -> Source:
+        return KindPort(await self.new_reader(consumer), self.client(), consumer, heartbeat_ttl_s=30, archive_max=100)
+
+    async def port_after_crash(self, consumer: str, holder: Source) -> Source:
+        assert isinstance(holder, KindPort)
+        reader = await self.takeover_reader(consumer, holder.reader)
+        return KindPort(reader, self.client(), consumer, heartbeat_ttl_s=30, archive_max=100)
 
     # --- the contract -------------------------------------------------------------------
     async def test_each_dead_job_is_read_once_with_its_envelope_fields(self) -> None:
@@ -119,7 +133,7 @@ class KindContract:
         job_ids = await self.produce(4)
         replicas = [await self.new_reader("r1"), await self.new_reader("r2")]
         seen: list[str] = []
-        held: list[tuple[KindSource, KindRecord]] = []
+        held: list[tuple[KindReader, KindRecord]] = []
         idle = turn = 0
         while idle < 2:
             replica = replicas[turn % 2]
@@ -173,14 +187,14 @@ class KindContract:
         assert letter.parse_error is not None or letter.job_name is None
 
 
-async def claim_ack(reader: KindSource) -> KindRecord:
+async def claim_ack(reader: KindReader) -> KindRecord:
     record = await reader.claim()
     assert record is not None
     assert await reader.ack(record.receipt)
     return record
 
 
-async def drain(reader: KindSource, limit: int = 50) -> list[KindRecord]:
+async def drain(reader: KindReader, limit: int = 50) -> list[KindRecord]:
     records = []
     for _ in range(limit):
         record = await reader.claim()
@@ -202,9 +216,12 @@ class WatchedKind(KindContract):
 
         return time.time() + self.clock_offset
 
-    async def takeover_reader(self, consumer: str, holder: KindSource) -> KindSource:
+    async def takeover_reader(self, consumer: str, holder: KindReader) -> KindReader:
         self.clock_offset = LEASE_S + 1  # the holder's lease has expired
         return await self.new_reader(consumer)
+
+    def store_snapshot(self) -> Any:
+        return self.dump()
 
     async def test_owner_held_store_is_never_changed(self) -> None:
         await self.produce(2)
@@ -228,7 +245,7 @@ class TestSidekiq(WatchedKind):
         await asyncio.to_thread(producers.produce_sidekiq, self.redis_url, count)
         return [json.loads(m)["jid"] for m in self.sync_redis.zrange("dead", 0, -1)]
 
-    async def reader(self, consumer: str) -> KindSource:
+    async def reader(self, consumer: str) -> KindReader:
         from bridge.sources.sidekiq import sidekiq_source
 
         return sidekiq_source("sidekiq", self.client(), self.client(), lease_s=LEASE_S, clock=self.now)
@@ -254,7 +271,7 @@ class TestBullMQ(WatchedKind):
         await asyncio.to_thread(producers.produce_bullmq, self.redis_url, "invoices", count, 2)
         return [m.decode() for m in self.sync_redis.zrange("bull:invoices:failed", 0, -1)]
 
-    async def reader(self, consumer: str) -> KindSource:
+    async def reader(self, consumer: str) -> KindReader:
         from bridge.sources.bullmq import bullmq_source
 
         return bullmq_source("bullmq", self.client(), self.client(), lease_s=LEASE_S, clock=self.now)
@@ -282,7 +299,7 @@ class TestRQ(WatchedKind):
     async def produce(self, count: int) -> list[str] | None:
         return await asyncio.to_thread(producers.produce_rq, self.redis_url, "billing", count)
 
-    async def reader(self, consumer: str) -> KindSource:
+    async def reader(self, consumer: str) -> KindReader:
         from bridge.sources.rq import rq_source
 
         return rq_source("rq", self.client(), self.client(), lease_s=LEASE_S, clock=self.now)
@@ -323,7 +340,7 @@ class TestRedisStream(KindContract):
             ids.append(f"job-{i + 1}")
         return ids
 
-    async def reader(self, consumer: str, min_idle_ms: int = 600_000) -> KindSource:
+    async def reader(self, consumer: str, min_idle_ms: int = 600_000) -> KindReader:
         from bridge.sources.redis_stream import RedisStreamSource
 
         return RedisStreamSource(
@@ -335,7 +352,7 @@ class TestRedisStream(KindContract):
             min_idle_ms=min_idle_ms,
         )
 
-    async def takeover_reader(self, consumer: str, holder: KindSource) -> KindSource:
+    async def takeover_reader(self, consumer: str, holder: KindReader) -> KindReader:
         await asyncio.sleep(0.05)
         reader = await self.reader(consumer, min_idle_ms=10)
         self.readers.append(reader)
@@ -367,12 +384,12 @@ class TestRabbitMQCelery(KindContract):
     async def produce(self, count: int) -> list[str] | None:
         return await asyncio.to_thread(producers.produce_celery, self.names, count)
 
-    async def reader(self, consumer: str) -> KindSource:
+    async def reader(self, consumer: str) -> KindReader:
         from bridge.sources.rabbitmq import RabbitMQSource
 
         return RabbitMQSource("rabbitmq", producers.AMQP_URL, queue=self.names.dlq)
 
-    async def takeover_reader(self, consumer: str, holder: KindSource) -> KindSource:
+    async def takeover_reader(self, consumer: str, holder: KindReader) -> KindReader:
         await holder.close()  # the holder's connection ends with the message unacked: the broker redelivers
         return await self.new_reader(consumer)
 
@@ -405,14 +422,48 @@ class TestSqs(KindContract):
     async def produce(self, count: int) -> list[str] | None:
         return await asyncio.to_thread(self.sqs.produce, count)
 
-    async def reader(self, consumer: str, visibility: int = 2) -> KindSource:
+    async def reader(self, consumer: str, visibility: int = 2) -> KindReader:
         from bridge.sources.sqs import SqsSource
 
         return SqsSource("sqs", self.sqs.make_client(), queue_url=self.sqs.dlq_url, visibility_timeout_s=visibility)
 
-    async def takeover_reader(self, consumer: str, holder: KindSource) -> KindSource:
+    async def takeover_reader(self, consumer: str, holder: KindReader) -> KindReader:
         await asyncio.sleep(2.5)  # the holder's visibility timeout (2 s) ends: SQS hands the message out again
         return await self.new_reader(consumer)
 
     async def inject_garbage(self) -> None:
         self.sqs.client.send_message(QueueUrl=self.sqs.dlq_url, MessageBody="\u0000 not json {")
+
+
+# --- the lists -------------------------------------------------------------------------------
+
+
+class TestRedisListPort(PortContract):
+    """The `dead_letter:*` lists behind the same port contract."""
+
+    @pytest.fixture(autouse=True)
+    async def _lists(self, redis_url: str, clean_redis: redis.Redis) -> AsyncIterator[None]:
+        self.redis_url = redis_url
+        self.sync_redis = clean_redis
+        self.clients: list[aioredis.Redis] = []
+        yield
+        for client in self.clients:
+            await client.aclose()
+
+    def client(self) -> aioredis.Redis:
+        client = aioredis.Redis.from_url(self.redis_url)
+        self.clients.append(client)
+        return client
+
+    async def produce(self, count: int) -> list[str] | None:
+        ids = [f"job-{i + 1}" for i in range(count)]
+        for job_id in ids:
+            self.sync_redis.lpush("dead_letter:orders", json.dumps({"job_id": job_id, "last_error": "E: x"}))
+        return ids
+
+    async def port(self, consumer: str) -> Source:
+        settings = ListSourcesSettings(poll_interval_s=0.01)
+        return RedisListSource(self.client(), settings, consumer)
+
+    async def port_after_crash(self, consumer: str, holder: Source) -> Source:
+        return await self.port(consumer)  # recover / reap moves the entries back to their DLQ

@@ -44,6 +44,11 @@ class ToySource:
     async def ack(self, receipt: Receipt) -> bool:
         return True
 
+    async def rescan(self) -> list[str]:
+
+        return []
+
+
     async def depth(self) -> int:
         return int(await self._client.llen(self.key))
 

@@ -11,11 +11,13 @@ import pytest
 import redis.asyncio as aioredis
 
 from bridge import keys
-from bridge.kind_pipeline import KindDrain, kind_intake
-from bridge.pipeline import intake
-from bridge.runtime import open_runtime
+from bridge.models import DeadLetter
+from bridge.pipeline import intake, intake_of
+from bridge.runtime import Runtime, open_runtime
 from bridge.settings import Settings, SourcesSettings
-from bridge.sources.kinds import KindRecord, Receipt
+from bridge.sources.base import Claimed, entry_digest
+from bridge.sources.kind_port import KindPort
+from bridge.sources.kinds import KindReader, KindRecord, Receipt
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver
 
@@ -23,6 +25,25 @@ from tests.support.receiver import Receiver
 def record(source_key: str, queue: str, job_id: str, **payload: object) -> KindRecord:
     raw = json.dumps({"queue": queue, "job_id": job_id, **payload}).encode()
     return KindRecord(source_key, queue, job_id, raw, Receipt("s", "t"))
+
+
+def kind_intake(record: KindRecord, settings: SourcesSettings) -> DeadLetter:
+    claimed = Claimed(record.source_key.split(":")[0], record.raw, queue=record.queue, receipt=record.receipt,
+                      origin=record.source_key)
+    return intake_of(claimed, settings)
+
+
+def port(runtime: Runtime, reader: KindReader) -> KindPort:
+    """`reader` behind the source port, as the runtime builds the configured kinds."""
+    settings = runtime.settings
+    return KindPort(reader, runtime.redis, settings.redis.consumer_id,
+                    heartbeat_ttl_s=settings.sources.heartbeat_ttl_s, archive_max=settings.sources.archive_max)
+
+
+async def drain(runtime: Runtime, reader: KindReader) -> None:
+    """The one drain loop over `reader`'s port, in burst mode, and its in-flight entries."""
+    await runtime.pipeline.drain(port(runtime, reader), asyncio.Event(), burst=True)
+    await runtime.pipeline.drain_in_flight()
 
 
 def test_every_kind_keys_its_alerts_queue_colon_job_id_with_the_route_s_queue() -> None:
@@ -53,8 +74,7 @@ async def test_two_kinds_sharing_a_queue_name_and_job_id_both_alert(
         sinks = [{"name": "api", "type": "webhook", "url": f"{url}/in", "secret": "s"}]
         async with open_runtime(make_settings(sources={"match": ""}, sinks=sinks)) as runtime:
             for source in (sidekiq, rq):
-                await KindDrain(source, runtime.pipeline).run(asyncio.Event(), burst=True)
-            await runtime.pipeline.drain_in_flight()
+                await drain(runtime, source)
             await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 30)
     assert sorted(json.loads(r.body)["last_error"] for r in hook.requests) == ["RQError: b", "SidekiqError: a"]
     assert {r.headers["idempotency-key"] for r in hook.requests} == {"default:1"}
@@ -79,6 +99,11 @@ class FakeKind:
         self.acked.append(receipt.token)
         return True
 
+    async def rescan(self) -> list[str]:
+
+        return []
+
+
     async def depth(self) -> int:
         return len(self.records)
 
@@ -96,9 +121,7 @@ async def test_each_record_is_archived_then_acknowledged(
 ) -> None:
     source = FakeKind([fake_record("a"), fake_record("b")])
     async with open_runtime(make_settings(sources={"match": ""}), stdout=io.StringIO()) as runtime:
-        drain = KindDrain(source, runtime.pipeline)
-        await drain.run(asyncio.Event(), burst=True)
-        await runtime.pipeline.drain_in_flight()
+        await drain(runtime, source)
     assert sorted(source.acked) == ["a", "b"]
     archived = await aredis.lrange(keys.alerted("fake"), 0, -1)
     assert sorted(json.loads(r)["job_id"] for r in archived) == ["a", "b"]
@@ -113,10 +136,10 @@ async def test_a_pipeline_error_on_a_record_is_recorded_and_the_record_acked(
         async def broken(_letter: object) -> None:
             raise ValueError("a bug")
 
-        monkeypatch.setattr(runtime.pipeline, "alert_for", broken)
-        await KindDrain(source, runtime.pipeline).run(asyncio.Event(), burst=True)
-        await runtime.pipeline.drain_in_flight()
-    assert source.acked == ["a"], "not retried forever: recorded, then acknowledged"
+        monkeypatch.setattr(runtime.pipeline, "_alert_for", broken)
+        await drain(runtime, source)
+    assert source.acked == ["a"], "not retried forever: recorded, archived, then acknowledged"
+    assert len(await aredis.lrange(keys.alerted("fake"), 0, -1)) == 1
     [stored] = await aredis.lrange(keys.UNDELIVERABLE, 0, -1)
     assert json.loads(stored)["error"] == "pipeline error: ValueError"
 
@@ -127,17 +150,17 @@ async def test_a_record_past_the_intake_deadline_is_handed_off_and_archived_neve
     import threading
     import time
 
-    from bridge import kind_pipeline
+    from bridge import pipeline
 
     release = threading.Event()
-    real = kind_pipeline.kind_intake
+    real = pipeline.intake_of
 
-    def stuck(record: KindRecord, settings: SourcesSettings) -> object:
-        if record.job_id == "stuck":
+    def stuck(claimed: Claimed, settings: SourcesSettings) -> object:
+        if b'"stuck"' in claimed.raw:
             release.wait(5)
-        return real(record, settings)
+        return real(claimed, settings)
 
-    monkeypatch.setattr(kind_pipeline, "kind_intake", stuck)
+    monkeypatch.setattr(pipeline, "intake_of", stuck)
     source = FakeKind([fake_record("stuck")])
     hook = Receiver()
     try:
@@ -147,8 +170,7 @@ async def test_a_record_past_the_intake_deadline_is_handed_off_and_archived_neve
             async with open_runtime(settings, stdout=io.StringIO()) as runtime:
                 stop = asyncio.Event()
                 delivery = asyncio.create_task(runtime.delivery.run(stop))
-                await KindDrain(source, runtime.pipeline).run(asyncio.Event(), burst=True)
-                await runtime.pipeline.drain_in_flight()
+                await drain(runtime, source)
                 assert source.acked == ["stuck"], "acknowledged after its hand-off"
                 deadline = time.monotonic() + 10
                 while not hook.requests and time.monotonic() < deadline:
@@ -157,8 +179,27 @@ async def test_a_record_past_the_intake_deadline_is_handed_off_and_archived_neve
                 await delivery
     finally:
         release.set()
-    [archived] = await aredis.lrange(keys.alerted("fake"), 0, -1)
-    assert json.loads(archived)["job_id"] == "stuck", "archived like any finished record"
+    [kept] = await aredis.lrange(keys.quarantine("fake"), 0, -1)
+    assert json.loads(kept)["job_id"] == "stuck", "a copy kept in the quarantine list, like a list entry's"
+    assert await aredis.lrange(keys.inflight("fake", "test-1"), 0, -1) == []
     [sent] = hook.requests
     body = json.loads(sent.body)
     assert body["job_id"] == "quarantined:stuck" and body["summary"]["title"].startswith("Quarantined dead letter")
+
+
+async def test_a_kind_record_past_its_solo_deaths_is_quarantined_and_acked_while_its_bystander_alerts(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    """The lists' guarantee, for a kind: a death held against a record only while it ran alone."""
+    pill, bystander = fake_record("pill"), fake_record("bystander")
+    await aredis.set(keys.claims("fake", entry_digest(pill.raw)), 3)  # three deaths while it ran alone
+    await aredis.set(keys.claims("fake", entry_digest(bystander.raw)), 0)  # held during a death: a suspect
+    source = FakeKind([pill, bystander])
+    async with open_runtime(make_settings(sources={"match": ""}), stdout=io.StringIO()) as runtime:
+        await drain(runtime, source)
+    assert sorted(source.acked) == ["bystander", "pill"], "both acknowledged, each after its hand-off"
+    assert await aredis.lrange(keys.quarantine("fake"), 0, -1) == [pill.raw]
+    archived = await aredis.lrange(keys.alerted("fake"), 0, -1)
+    assert [json.loads(r)["job_id"] for r in archived] == ["bystander"]
+    assert not await aredis.exists(keys.claims("fake", entry_digest(bystander.raw))), "cleared by its hand-off"
+    assert await aredis.lrange(keys.inflight("fake", "test-1"), 0, -1) == []

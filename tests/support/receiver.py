@@ -14,6 +14,7 @@ import httpx
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Request, Response
 
+from bridge.delivery.deliver import Result
 from bridge.delivery.dispatcher import Dispatcher
 from bridge.delivery.factory import build_dispatcher
 from bridge.health import Health
@@ -120,6 +121,19 @@ async def open_delivery(settings: Settings, client: aioredis.Redis) -> AsyncIter
         await dispatcher.aclose()
     finally:
         await http.aclose()
+
+
+async def dispatch(dispatcher: Dispatcher, alert: Alert) -> list[Result]:
+    """Every routed sink's delivery of `alert`, concurrently, as a sink worker runs each (tests only:
+    the bridge never sends directly). A Redis error is raised once every sink is final."""
+    outcomes = await asyncio.gather(
+        *(dispatcher.deliver_one(route, alert) for route in dispatcher.routed(alert)), return_exceptions=True
+    )
+    results = [o for o in outcomes if isinstance(o, Result)]
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
+    if errors:
+        raise errors[0]
+    return results
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float:

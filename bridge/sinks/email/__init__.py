@@ -1,6 +1,6 @@
 """Email sink: one mail per alert, or per group digest, through an SMTP relay (docs/sinks.md, Email).
 
-The message is built by `bridge.sinks.mail_render` and sent with aiosmtplib over STARTTLS
+The message is built by `bridge.sinks.email.render` and sent with aiosmtplib over STARTTLS
 (`security = "starttls"`, port 587), implicit TLS (`"tls"`, port 465) or, for a relay on the same
 host only, plain SMTP (`"none"`). Replies map to the delivery outcomes:
 
@@ -30,8 +30,8 @@ from pydantic import Field, SecretStr, model_validator
 from bridge.errors import SinkError, SinkPermanent, SinkRetryable
 from bridge.models import Alert, Notification
 from bridge.secret_fields import OptionalSecret, secret_env, secret_file
-from bridge.sinks import mail_render
 from bridge.sinks.config import GroupBy, SinkSettingsBase
+from bridge.sinks.email import render as mail_render
 from bridge.sinks.http_errors import snippet_of
 from bridge.sinks.plugin import SinkContext, SinkPlugin
 
