@@ -171,8 +171,7 @@ def refused_eviction(settings: Settings) -> str | None:
 
     if settings.redis.url is None:
         return None
-    return asyncio.run(refuse_eviction(settings.redis.url.get_secret_value(), cluster=settings.redis.cluster,
-                                       allow_eviction=settings.redis.allow_eviction))
+    return asyncio.run(refuse_eviction(settings.redis.url.get_secret_value(), settings.redis))
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as redis
-from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
+from bridge.config.redis import RedisSettings
 from bridge.metrics import Metrics
-from bridge.redis_client import as_cluster
+from bridge.redis_client import as_cluster, build_redis
 
 log = logging.getLogger(__name__)
 
@@ -218,13 +218,13 @@ async def quarantine_depth(client: redis.Redis) -> int:
     return total
 
 
-async def refuse_eviction(url: str, *, cluster: bool, allow_eviction: bool, timeout_s: float = 3.0) -> str | None:
+async def refuse_eviction(url: str, settings: RedisSettings, timeout_s: float = 3.0) -> str | None:
     """Before `run` starts: the reason to refuse this Redis's eviction policy, or None.
 
     An unreachable Redis is not refused here (the bridge waits for it; the watcher checks the
     policy once it answers). `allow_eviction` turns the refusal into a warning.
     """
-    client: Any = RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
+    client: Any = build_redis(url, settings, max_connections=4)
     try:
         nodes = await asyncio.wait_for(read_memory(client), timeout_s)
     except (RedisError, OSError, TimeoutError) as exc:
@@ -238,7 +238,7 @@ async def refuse_eviction(url: str, *, cluster: bool, allow_eviction: bool, time
     elif any(n.config_disabled for n in nodes):
         log.info("CONFIG is disabled on this Redis: maxmemory-policy read from INFO memory")
     problem = policy_problem(nodes)
-    if problem and allow_eviction:
+    if problem and settings.allow_eviction:
         log.warning("%s; running anyway because [redis] allow_eviction = true", problem)
         return None
     return f"{problem} (or [redis] allow_eviction = true to run anyway)" if problem else None
