@@ -86,10 +86,11 @@ return 1
 # per entry, records included, the archive and the record index trimmed once at the end.
 # KEYS: processing, archive, outbox, records, index, then per entry its claim counter and stats bucket.
 # ARGV: archive length, records kept, stats ttl, then per entry raw, parcel id, parcel, digest,
-# record, ms, summary source. Returns 1 per entry finished, 0 per entry no longer ours.
+# record, ms, summary source. Returns 1 per entry finished, 0 per entry no longer ours, then the
+# number of the archive's oldest entries trimmed at `archive_max` (also counted in the stats bucket).
 HANDOFF_MANY_LUA = """
 local trim, keep, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local out, pushed = {}, false
+local out, pushed, trimmed = {}, false, 0
 for i = 1, (#KEYS - 5) / 2 do
   local a = 3 + 7 * (i - 1)
   local raw, id, parcel, digest, body = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
@@ -97,7 +98,6 @@ for i = 1, (#KEYS - 5) / 2 do
     out[i] = 0
   else
     redis.call('LPUSH', KEYS[2], raw)
-    pushed = true
     if parcel ~= '' then
       redis.call('HSET', KEYS[3], id, parcel)
       body = string.sub(body, 1, -2) .. ',"parcel":' .. parcel .. '}'
@@ -110,16 +110,26 @@ for i = 1, (#KEYS - 5) / 2 do
     redis.call('HINCRBY', bucket, ARGV[a + 7], 1)
     redis.call('EXPIRE', bucket, ttl)
     out[i] = 1
+    pushed = bucket
   end
 end
 if pushed then
-  if trim > 0 then redis.call('LTRIM', KEYS[2], 0, trim - 1) end
+  if trim > 0 then
+    trimmed = redis.call('LLEN', KEYS[2]) - trim
+    if trimmed > 0 then
+      redis.call('LTRIM', KEYS[2], 0, trim - 1)
+      redis.call('HINCRBY', pushed, 'trimmed', trimmed)
+    else
+      trimmed = 0
+    end
+  end
   local over = redis.call('ZCARD', KEYS[5]) - keep
   if over > 0 then
     local old = redis.call('ZPOPMIN', KEYS[5], over)
     for j = 1, #old, 2 do redis.call('HDEL', KEYS[4], old[j]) end
   end
 end
+out[#out + 1] = trimmed
 return out
 """
 STATS_TTL_S = 2 * 3600
@@ -184,6 +194,7 @@ class HandOff:
         *,
         silences: SilenceFilter | None = None,
         on_silenced: Callable[[str], None] = lambda _sink: None,
+        on_trimmed: Callable[[str, int], None] = lambda _source, _count: None,
     ) -> None:
         self._redis = client
         self._replicas = replicas or ReplicaWait(client, 0, 1.0)
@@ -193,6 +204,7 @@ class HandOff:
         self._on_enqueued = on_enqueued
         self._silences = silences
         self._on_silenced = on_silenced
+        self._on_trimmed = on_trimmed  # (source, count): archive entries dropped at archive_max
         self._script = client.register_script(HANDOFF_LUA)
         self._many_script = client.register_script(HANDOFF_MANY_LUA)
         self._batcher: Batcher[str, tuple[Claimed, Parcel | None, EntryRecord], bool] = Batcher(
@@ -248,7 +260,9 @@ class HandOff:
             args += [claimed.raw, parcel.id if parcel else "", parcel.encode() if parcel else "",
                      digest, body, ms, summary_source]
         done = await self._replicas.script(self._many_script, [keys.encode(name) for name in names], args)
-        return [bool(flag) for flag in done]
+        if int(done[-1]):
+            self._on_trimmed(source, int(done[-1]))
+        return [bool(flag) for flag in done[:-1]]
 
     def _inflight(self, claimed: Claimed) -> str:
         """The in-flight list holding `claimed`: a kind's own, else the list DLQ's processing list."""

@@ -125,6 +125,12 @@ class Metrics:
         self.undeliverable_depth = Gauge(
             "dlq_bridge_undeliverable_depth", "Records in dlq_bridge:undeliverable", registry=r
         )
+        self.archive_trimmed = Counter(
+            "dlq_bridge_archive_trimmed_total",
+            "Oldest archived entries of a source dropped at sources.archive_max (the DLQ entry itself was alerted)",
+            ["source"],
+            registry=r,
+        )
         self.undeliverable_trimmed = Counter(
             "dlq_bridge_undeliverable_trimmed_total",
             "Oldest undeliverable records trimmed at delivery.undeliverable_max",

@@ -265,6 +265,11 @@ async def test_the_overview_warns_when_an_archive_or_the_undeliverable_list_drop
                    delivery={**FAST, "undeliverable_max": 4}) as r:
         await r.drain()
         overview = (await r.api.get("/api/v1/overview")).json()
+        metrics = r.runtime.metrics.render().decode()
     notes = {n["store"]: (n["count"], n["cap"], n["setting"]) for n in overview["retention"]}
     assert notes == {"archive of dead_letter:orders": (3, 3, "[sources] archive_max"),
                      "undeliverable list": (4, 4, "[delivery] undeliverable_max")}, "mail (1 of 3) is not near its cap"
+    trimmed = {n["store"]: n["trimmed_last_hour"] for n in overview["retention"]}
+    assert trimmed["archive of dead_letter:orders"] == 1, "4 alerted into an archive of 3: the oldest dropped, counted"
+    assert 'dlq_bridge_archive_trimmed_total{source="dead_letter:orders"} 1.0' in metrics
+    assert 'dlq_bridge_archive_trimmed_total{source="dead_letter:mail"}' not in metrics

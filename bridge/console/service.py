@@ -141,8 +141,8 @@ class ConsoleService:
         """Stores at NEAR_CAP of their cap or more, with the setting that controls each."""
         archive_max = self._settings.sources.archive_max
         found = [RetentionNote(store=f"archive of {s.source}", count=s.archived, cap=archive_max,
-                               setting="[sources] archive_max")
-                 for s in sources if s.archived >= NEAR_CAP * archive_max]
+                               setting="[sources] archive_max", trimmed_last_hour=s.trimmed_last_hour)
+                 for s in sources if s.archived >= NEAR_CAP * archive_max or s.trimmed_last_hour]
         found += [RetentionNote(store=f"Sidekiq dead set ({s.source})", count=s.depth or 0, cap=SIDEKIQ_DEAD_MAX,
                                 setting="Sidekiq's dead_max_jobs (10,000 unless changed in Sidekiq)")
                   for s in sources if s.kind == "sidekiq" and (s.depth or 0) >= NEAR_CAP * SIDEKIQ_DEAD_MAX]
@@ -185,11 +185,11 @@ class ConsoleService:
         if ref is not None:
             return SourceView(source=name, kind=ref.kind, queue=name, depth=depth,
                               archived=archived, alerted_last_hour=counts["alerted"],
-                              summaries_last_hour=summaries, redrivable=False)
+                              trimmed_last_hour=counts["trimmed"], summaries_last_hour=summaries, redrivable=False)
         shown = keys.display(name)
         return SourceView(source=shown, kind="list", queue=keys.queue_of(shown), depth=depth, archived=archived,
-                          alerted_last_hour=counts["alerted"], summaries_last_hour=summaries,
-                          redrivable=keys.work_queue(name) is not None)
+                          alerted_last_hour=counts["alerted"], trimmed_last_hour=counts["trimmed"],
+                          summaries_last_hour=summaries, redrivable=keys.work_queue(name) is not None)
 
     async def _archived_sources(self) -> set[str]:
         """Sources with an archive (found by SCAN at most every ARCHIVE_SCAN_EVERY_S)."""

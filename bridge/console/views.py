@@ -47,6 +47,8 @@ class SourceView(View):
     depth: int | None = Field(description="Dead letters waiting (None: the store could not be asked).")
     archived: int = Field(description="Entries in the bridge's archive of this source.")
     alerted_last_hour: int = Field(description="Entries handed off in the last hour.")
+    trimmed_last_hour: int = Field(default=0, description="Oldest archived entries dropped at `archive_max` "
+                                   "in the last hour.")
     summaries_last_hour: SummarySourceCounts = Field(default_factory=SummarySourceCounts)
     redrivable: bool = Field(description="True for list sources (kind sources are retried in their own UI).")
 
@@ -112,6 +114,7 @@ class RetentionNote(View):
     count: int
     cap: int
     setting: str = Field(description="The setting that controls the cap.")
+    trimmed_last_hour: int | None = Field(default=None, description="Dropped in the last hour, where counted.")
 
 
 class Overview(View):

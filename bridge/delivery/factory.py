@@ -22,6 +22,7 @@ from bridge.delivery.workers import Delivery
 from bridge.handoff import HandOff
 from bridge.health import Health, Status
 from bridge.metrics import Metrics
+from bridge.redact import redact_key_name
 from bridge.replicas import ReplicaWait
 from bridge.settings import Settings, SinkSettings
 from bridge.silences import SilenceFilter, SilenceStore
@@ -146,6 +147,7 @@ def build_delivery(
     handoff = HandOff(
         client, settings.redis.consumer_id, settings.sources.archive_max, queues, nudge, replicas,
         silences=silences, on_silenced=lambda sink: metrics.silenced.labels(sink).inc(),
+        on_trimmed=lambda source, count: metrics.archive_trimmed.labels(redact_key_name(source)).inc(count),
     )
     monitor = QueueMonitor(list(queues.values()), metrics, health, settings.delivery.queue_stale_s)
     return Delivery(list(workers.values()), handoff, monitor,
