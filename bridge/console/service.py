@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
@@ -62,6 +63,7 @@ from bridge.settings import Settings, SinkSettings
 from bridge.silences import Silence, SilenceStore
 from bridge.sources.base import entry_digest
 from bridge.sources.kinds import KindReader
+from bridge.sources.watched import WatchedSource
 
 PAGE_MAX = 200
 HOUR_BUCKETS = 3600 // keys.STATS_BUCKET_S
@@ -69,8 +71,8 @@ ARCHIVE_SCAN_EVERY_S = 30.0
 KIND_DEPTH_TIMEOUT_S = 1.0
 UNDELIVERABLE_COUNTED = 2000
 LATEST = 10  # the overview's "failing now" list
+log = logging.getLogger(__name__)
 NEAR_CAP = 0.9  # a store this full shows in the overview's retention banner
-SIDEKIQ_DEAD_MAX = 10_000  # Sidekiq's default dead_max_jobs (the bridge cannot read Sidekiq's own setting)
 SCAN_COUNT = 10_000  # the search index adds keys per facet value: fewer SCAN round trips
 
 
@@ -134,7 +136,8 @@ class ConsoleService:
             active_silences=sum(1 for s in silences if s.active(now)),
             read_only=self.read_only,
             latest=(await self.search(SearchFilter(limit=LATEST))).entries,
-            retention=self._retention(sources, int(await self._redis.llen(keys.UNDELIVERABLE))),
+            retention=self._retention(sources, int(await self._redis.llen(keys.UNDELIVERABLE)))
+            + await self._store_retention(),
         )
 
     def _retention(self, sources: Sequence[SourceView], undeliverable: int) -> list[RetentionNote]:
@@ -143,13 +146,27 @@ class ConsoleService:
         found = [RetentionNote(store=f"archive of {s.source}", count=s.archived, cap=archive_max,
                                setting="[sources] archive_max", trimmed_last_hour=s.trimmed_last_hour)
                  for s in sources if s.archived >= NEAR_CAP * archive_max or s.trimmed_last_hour]
-        found += [RetentionNote(store=f"Sidekiq dead set ({s.source})", count=s.depth or 0, cap=SIDEKIQ_DEAD_MAX,
-                                setting="Sidekiq's dead_max_jobs (10,000 unless changed in Sidekiq)")
-                  for s in sources if s.kind == "sidekiq" and (s.depth or 0) >= NEAR_CAP * SIDEKIQ_DEAD_MAX]
         cap = self._settings.delivery.undeliverable_max
         if undeliverable >= NEAR_CAP * cap:
             found.append(RetentionNote(store="undeliverable list", count=undeliverable, cap=cap,
                                        setting="[delivery] undeliverable_max"))
+        return found
+
+    async def _store_retention(self) -> list[RetentionNote]:
+        """Job-system sets near the cap their own job system trims them at (a Sidekiq dead set at
+        `dead_max_jobs`, a BullMQ failed set at its jobs' `removeOnFail`); unreadable stores are skipped."""
+        found = []
+        for name, ref in self._kinds.items():
+            if not isinstance(ref.source, WatchedSource):
+                continue
+            try:
+                fills = await asyncio.wait_for(ref.source.fills(), KIND_DEPTH_TIMEOUT_S)
+            except Exception as exc:  # any client library: the sources table already shows it unreadable
+                log.debug("retention of %s not read (%s)", name, type(exc).__name__)
+                continue
+            found += [RetentionNote(store=f"{ref.kind} set {fill.store} ({name})", count=fill.count,
+                                    cap=fill.cap.limit, setting=fill.cap.setting)
+                      for fill in fills if fill.cap and fill.count >= NEAR_CAP * fill.cap.limit]
         return found
 
     async def sources(self) -> list[SourceView]:

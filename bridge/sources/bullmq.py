@@ -21,7 +21,7 @@ from bridge.sources.cursor import Cursor, Position
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.leaving import older_job_present
 from bridge.sources.mapping import Mapped, iso_from_epoch, split_error, text, to_int, to_raw
-from bridge.sources.watched import WatchedSet, WatchedSource
+from bridge.sources.watched import StoreCap, WatchedSet, WatchedSource
 
 KIND = "bullmq"
 
@@ -87,11 +87,33 @@ class BullMQMapper:
     def member_id(self, member: bytes) -> str:
         return member.decode("utf-8", "replace")
 
+    async def cap(self) -> StoreCap | None:
+        """The newest failed job's `removeOnFail` count: BullMQ trims the failed set to it as jobs fail."""
+        newest = cast(list[bytes], await self._store.zrevrange(keys.bullmq_failed(self._prefix, self._queue), 0, 0))
+        if not newest:
+            return None
+        job = keys.bullmq_job(self._prefix, self._queue, self.member_id(newest[0]))
+        limit = remove_on_fail(cast(bytes | None, await self._store.hget(job, "opts")))
+        return StoreCap(limit, "removeOnFail of the jobs (read from the newest failed one)") if limit else None
+
     async def record(self, member: bytes, score: str, receipt: Receipt) -> KindRecord:
         job_id = self.member_id(member)
         fields = cast(dict[bytes, bytes], await self._store.hgetall(keys.bullmq_job(self._prefix, self._queue, job_id)))
         mapped = map_job(self._queue, job_id, fields)
         return KindRecord(self._source_key, self._queue, job_id, to_raw(mapped), receipt)
+
+
+def remove_on_fail(opts: bytes | None) -> int | None:
+    """`removeOnFail: 100` or `{count: 100}` in a job's opts: the failed jobs kept; None for true/false/age."""
+    try:
+        value = json.loads(opts) if opts else None
+    except ValueError:
+        return None
+    if isinstance(value, dict):
+        value = value.get("removeOnFail")
+    if isinstance(value, dict):
+        value = value.get("count")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 async def find_queues(store: aioredis.Redis, prefix: str) -> list[str]:

@@ -99,6 +99,10 @@ class RQMapper:
     def member_id(self, member: bytes) -> str:
         return member.decode("utf-8", "replace")
 
+    async def cap(self) -> None:
+        """RQ drops failed jobs by their `failure_ttl`, never by count."""
+        return None
+
     async def record(self, member: bytes, score: str, receipt: Receipt) -> KindRecord:
         job_id = self.member_id(member)
         values = cast(list[bytes | None], await self._store.hmget(keys.rq_job(job_id), list(_FIELDS)))

@@ -21,7 +21,7 @@ from bridge.sources.cursor import Cursor, Position
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.leaving import older_job_present
 from bridge.sources.mapping import Mapped, iso_from_epoch, text, to_int, to_raw
-from bridge.sources.watched import WatchedSet, WatchedSource
+from bridge.sources.watched import StoreCap, WatchedSet, WatchedSource
 
 KIND = "sidekiq"
 TRIM_MARGIN_S = 3600.0  # a job this close to the age horizon may have been trimmed
@@ -83,8 +83,13 @@ class SidekiqJudge:
 class SidekiqMapper:
     members_are_ids = False
 
-    def __init__(self, source_key: str) -> None:
+    def __init__(self, source_key: str, dead_max_jobs: int = 10_000) -> None:
         self._source_key = source_key
+        self._cap = StoreCap(dead_max_jobs, "Sidekiq's dead_max_jobs (`dead_max_jobs` of the [[sources.sidekiq]] "
+                             "table says what the app set)")
+
+    async def cap(self) -> StoreCap:
+        return self._cap
 
     def member_id(self, member: bytes) -> str:
         job = parse_member(member)
@@ -116,7 +121,7 @@ def sidekiq_source(
     key = keys.sidekiq_dead(namespace)
     cursor = Cursor(bridge, name, lease_s=lease_s)
     judge = SidekiqJudge(dead_max_jobs, dead_timeout_s)
-    watched = WatchedSet(store, key, cursor, SidekiqMapper(f"{KIND}:{key}"), name, clock, judge)
+    watched = WatchedSet(store, key, cursor, SidekiqMapper(f"{KIND}:{key}", dead_max_jobs), name, clock, judge)
 
     async def discover() -> list[WatchedSet]:
         return [watched]

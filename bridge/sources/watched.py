@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol, cast
 
 import redis.asyncio as aioredis
@@ -36,6 +36,25 @@ class Mapper(Protocol):
     def member_id(self, member: bytes) -> str: ...
 
     async def record(self, member: bytes, score: str, receipt: Receipt) -> KindRecord: ...
+
+    async def cap(self) -> StoreCap | None:
+        """The count the job system trims this set at, and the setting that says so (None: unknown)."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoreCap:
+    limit: int
+    setting: str
+
+
+@dataclass(frozen=True)
+class StoreFill:
+    """How full an owner-held set is: its size, and the cap its own job system trims it at."""
+
+    store: str
+    count: int
+    cap: StoreCap | None
 
 
 class WatchedSet:
@@ -120,6 +139,9 @@ class WatchedSet:
             return None
         await forward(self._cursor.outbox, parcel)
         return reason
+
+    async def fill(self) -> StoreFill:
+        return StoreFill(self.key, int(await self._store.zcard(self.key)), await self._mapper.cap())
 
     async def depth(self) -> int:
         mark = await self._cursor.watermark()
@@ -226,6 +248,10 @@ class WatchedSource:
 
     async def depth(self) -> int:
         return sum([await watched.depth() for watched in self._sets.values()])
+
+    async def fills(self) -> list[StoreFill]:
+        """Each discovered set's size against its job system's own cap (the console's retention banner)."""
+        return [await watched.fill() for watched in list(self._sets.values())]
 
     async def depths(self) -> dict[str, int]:
         return {key: await watched.depth() for key, watched in self._sets.items()}
