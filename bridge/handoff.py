@@ -90,7 +90,7 @@ return 1
 # number of the archive's oldest entries trimmed at `archive_max` (also counted in the stats bucket).
 HANDOFF_MANY_LUA = """
 local trim, keep, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local out, pushed, trimmed = {}, false, 0
+local out, last_bucket, trimmed = {}, false, 0
 for i = 1, (#KEYS - 5) / 2 do
   local a = 3 + 7 * (i - 1)
   local raw, id, parcel, digest, body = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
@@ -110,15 +110,15 @@ for i = 1, (#KEYS - 5) / 2 do
     redis.call('HINCRBY', bucket, ARGV[a + 7], 1)
     redis.call('EXPIRE', bucket, ttl)
     out[i] = 1
-    pushed = bucket
+    last_bucket = bucket
   end
 end
-if pushed then
+if last_bucket then
   if trim > 0 then
     trimmed = redis.call('LLEN', KEYS[2]) - trim
     if trimmed > 0 then
       redis.call('LTRIM', KEYS[2], 0, trim - 1)
-      redis.call('HINCRBY', pushed, 'trimmed', trimmed)
+      redis.call('HINCRBY', last_bucket, 'trimmed', trimmed)
     else
       trimmed = 0
     end
