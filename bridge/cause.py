@@ -44,6 +44,9 @@ _UNREACHABLE = ("refused", "unreachable", "could not connect", "couldn't connect
                 "econnrefused", "econnreset", "etimedout", "ehostunreach", "timed out", "timeout",
                 "failed to connect", "error connecting", "connecting to", "name or service not known",
                 "getaddrinfo", "enotfound", "no route to host", "connection closed", "broken pipe")
+_UNAVAILABLE = ("service unavailable", "temporarily unavailable", "bad gateway", "server is overloaded")
+_RATE_LIMITED = ("too many requests", "rate limit", "throttl", "rate exceeded", "quota exceeded", "slow down")
+_NO_SOCKET = "no such file or directory"  # a Unix socket that is not there: the server is not running
 
 
 @dataclass(frozen=True)
@@ -63,14 +66,35 @@ class Cause:
     @property
     def unreachable(self) -> bool:
         """True when the error says its dependency could not be reached (refused, timed out, …)."""
+        return self.condition == "unreachable"
+
+    @property
+    def condition(self) -> str:
+        """What the error says of its dependency: `unreachable`, `unavailable`, `rate-limited`, or ""."""
+        if not self.dependency:
+            return ""
         text = f"{self.error_class} {self.template}".lower()
-        return bool(self.dependency) and any(word in text for word in _UNREACHABLE)
+        if any(word in text for word in _UNREACHABLE) or (
+            self.dependency.startswith("unix:") and _NO_SOCKET in text
+        ):
+            return "unreachable"
+        if any(word in text for word in _RATE_LIMITED):
+            return "rate-limited"
+        return "unavailable" if any(word in text for word in _UNAVAILABLE) else ""
+
+    @property
+    def shared(self) -> bool:
+        """The error is about its dependency, not the job: every job naming it fails the same way.
+
+        Such a cause is summarized once from its three parts alone (docs/design.md, section 4).
+        """
+        return bool(self.condition)
 
     @property
     def label(self) -> str:
         """`postgres-primary:5432 unreachable`, `ValueError from api.stripe.com`, `KeyError: <q>`."""
-        if self.unreachable:
-            return f"{self.dependency} unreachable"
+        if self.condition:
+            return f"{self.dependency} {self.condition}"
         if self.dependency:
             return f"{self.error_class or 'errors'} from {self.dependency}"
         what = self.error_class or "error"

@@ -35,6 +35,11 @@ CELERY_SOCKET = ('django.db.utils.OperationalError: connection to server on sock
 DSN = ("sqlalchemy.exc.OperationalError: (psycopg2.OperationalError) could not connect "
        "postgresql://app:x@db.internal:5432/orders")
 
+OPENAI_429 = "HTTPError: 429 Client Error: Too Many Requests for url: https://api.openai.com/v1/completions"
+FARADAY_503 = ("Faraday::ServerError: the server responded with status 503 (Service Unavailable) "
+               "for POST https://api.shipbob.com/1.0/order")
+STRIPE_CARD = "Stripe::CardError: Your card was declined. (request https://api.stripe.com/v1/charges)"
+
 
 @pytest.mark.parametrize(
     ("text", "klass", "dep", "label"),
@@ -47,8 +52,11 @@ DSN = ("sqlalchemy.exc.OperationalError: (psycopg2.OperationalError) could not c
          "aws sqs eu-west-1 unreachable"),
         (SIDEKIQ_SMTP, "Errno::ECONNREFUSED", "smtp.mailgun.org:587", "smtp.mailgun.org:587 unreachable"),
         (CELERY_SOCKET, "django.db.utils.OperationalError", "unix:/var/run/postgresql/.s.PGSQL.5432",
-         "django.db.utils.OperationalError from unix:/var/run/postgresql/.s.PGSQL.5432"),
+         "unix:/var/run/postgresql/.s.PGSQL.5432 unreachable"),
         (DSN, "sqlalchemy.exc.OperationalError", "db.internal:5432", "db.internal:5432 unreachable"),
+        (OPENAI_429, "HTTPError", "api.openai.com", "api.openai.com rate-limited"),
+        (FARADAY_503, "Faraday::ServerError", "api.shipbob.com", "api.shipbob.com unavailable"),
+        (STRIPE_CARD, "Stripe::CardError", "api.stripe.com", "Stripe::CardError from api.stripe.com"),
         ("KeyError: 'sku-1234'", "KeyError", "", "KeyError: <q>"),
     ],
 )
@@ -57,6 +65,17 @@ def test_real_errors_name_their_class_dependency_and_say_it_in_words(
 ) -> None:
     cause = cause_of(text)
     assert (cause.error_class, cause.dependency, cause.label) == (klass, dep, label)
+
+
+@pytest.mark.parametrize(
+    ("text", "shared"),
+    [(SIDEKIQ_PG, True), (CELERY_SOCKET, True), (OPENAI_429, True), (FARADAY_503, True),
+     (STRIPE_CARD, False), ("KeyError: 'sku-1234'", False),
+     ("ValueError: connection refused by the user", False),  # names no dependency
+     ("OSError: /data/import.csv: No such file or directory", False)],  # a file, not a socket
+)
+def test_a_cause_is_shared_only_when_it_says_its_dependency_is_down(text: str, shared: bool) -> None:
+    assert cause_of(text).shared is shared
 
 
 def test_the_template_takes_out_numbers_quoted_values_and_durations() -> None:

@@ -85,6 +85,11 @@ class OpenClawSettings(Section):
         default=60, ge=0, description="Call budget per minute; over it: fallback summaries (`budget`)."
     )
     cache_ttl_s: int = Field(default=3600, ge=0, description="Summary cache lifetime per fingerprint.")
+    summary_per_cause: bool = Field(
+        default=True,
+        description="A failure whose dependency is down (unreachable, unavailable, rate-limited) is summarized "
+        "once per cause, from the cause alone, across queues and kinds; false: once per fingerprint.",
+    )
     breaker_failures: int = Field(default=3, ge=1, description="Consecutive failures that open the circuit.")
     breaker_cooldown_s: float = Field(
         default=60.0, gt=0, description="Seconds the circuit stays open before a trial call."

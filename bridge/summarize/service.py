@@ -14,7 +14,9 @@ The gate (breaker, 429 pause, calls-per-minute budget) is fleet-wide in Redis
 call made again; since that happens inside the coalesced resolution, a storm
 of one cause still costs one call — across the fleet too: one replica leads
 each fingerprint's call and the others read its cached answer
-(bridge.summarize.cache). Longer pauses, or an open circuit, fall
+(bridge.summarize.cache). A failure whose dependency is down is keyed by its
+cause instead, and the model is shown the cause alone
+(bridge.summarize.subject): one call for an outage over any number of queues. Longer pauses, or an open circuit, fall
 back (`http_429`, `circuit_open`). A reply that breaks the schema is a quality
 problem, not an availability one: it never counts toward the breaker.
 """
@@ -35,9 +37,9 @@ from bridge.summarize.cache import Coalescer, SummaryCache
 from bridge.summarize.fallback import FallbackSummarizer
 from bridge.summarize.gate import Admission, FleetGate, GateState, LocalGate
 from bridge.summarize.openclaw import GatewayBusy, GatewayClient
-from bridge.summarize.prompt import build_messages
 from bridge.summarize.reply import content_of
 from bridge.summarize.salvage import Salvaged, salvage_reply
+from bridge.summarize.subject import Subject, subject_of
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +106,10 @@ class OpenClawSummarizer:
             return self._fallback.build(dead_letter, "error")
 
     async def _summarize(self, dl: DeadLetter) -> Summary:
-        if not dl.fingerprint:
-            return self._to_summary(dl, await self._resolve(dl), led=True)
-        outcome, led = await self._coalescer.run(dl.fingerprint, lambda: self._resolve(dl))
+        subject = subject_of(dl, self._settings.summary_per_cause)
+        if not subject.key:
+            return self._to_summary(dl, await self._resolve(subject), led=True)
+        outcome, led = await self._coalescer.run(subject.key, lambda: self._resolve(subject))
         return self._to_summary(dl, outcome, led)
 
     def _to_summary(self, dl: DeadLetter, outcome: Outcome, led: bool) -> Summary:
@@ -115,36 +118,37 @@ class OpenClawSummarizer:
         source = SummarySource.OPENCLAW if led and not outcome.cached else SummarySource.CACHE
         return Summary(**outcome.draft.model_dump(), source=source, repairs=outcome.repairs)
 
-    async def _resolve(self, dl: DeadLetter) -> Outcome:
-        cached, token = await self._cache.begin(dl.fingerprint)  # one round trip: cache, else the lead
+    async def _resolve(self, subject: Subject) -> Outcome:
+        key = subject.key
+        cached, token = await self._cache.begin(key)  # one round trip: cache, else the lead
         if cached is not None:
             return Outcome(draft=cached, cached=True)
         if token is None:  # another replica is asking the gateway about this cause
             patience = self._settings.timeout_s + self._settings.max_wait_s + LEAD_MARGIN_S
-            cached = await self._cache.follow(dl.fingerprint, patience)
+            cached = await self._cache.follow(key, patience)
             if cached is not None:
                 return Outcome(draft=cached, cached=True)
-            token = await self._cache.lead(dl.fingerprint) or ""
-        keeper = self._cache.keep(dl.fingerprint, token) if token else None
+            token = await self._cache.lead(key) or ""
+        keeper = self._cache.keep(key, token) if token else None
         outcome: Outcome | None = None
         try:
-            outcome = await self._call(dl)
+            outcome = await self._call(subject)
             return outcome
         finally:
             if keeper is not None:
                 keeper.stop()
             draft = outcome.draft if outcome is not None else None
             if token:
-                await self._cache.end(dl.fingerprint, token, draft)  # the answer cached, the lead dropped
+                await self._cache.end(key, token, draft)  # the answer cached, the lead dropped
             elif draft is not None:
-                await self._cache.put(dl.fingerprint, draft)
+                await self._cache.put(key, draft)
 
-    async def _call(self, dl: DeadLetter) -> Outcome:
+    async def _call(self, subject: Subject) -> Outcome:
         """The gateway call (waiting out brief 429 pauses); the caller caches a draft."""
         patience = self._settings.max_wait_s
         while True:
             async with self._slots:  # the gate is asked once a slot is free
-                result = await self._try_once(dl)
+                result = await self._try_once(subject)
             if isinstance(result, Outcome):
                 return result
             if result.seconds > patience:
@@ -153,7 +157,7 @@ class OpenClawSummarizer:
             await self._wait_out(result.seconds)
             patience -= result.seconds
 
-    async def _try_once(self, dl: DeadLetter) -> Outcome | Pause:
+    async def _try_once(self, subject: Subject) -> Outcome | Pause:
         admission = await self.gate.admit()
         if admission.verdict == "paused":
             return Pause(admission.wait_s)
@@ -162,7 +166,7 @@ class OpenClawSummarizer:
                 self._show(GateState(open=True, paused_s=0.0))
             return Outcome(reason="circuit_open" if admission.verdict == "open" else "budget")
         try:
-            salvaged = await self._ask(dl)
+            salvaged = await self._ask(subject)
         except GatewayBusy as exc:  # a pause for the whole fleet, not a failure
             seconds = exc.retry_after_s
             pause = Pause(self._settings.breaker_cooldown_s if seconds is None else seconds)
@@ -182,9 +186,9 @@ class OpenClawSummarizer:
         log.info("gateway paused by 429 for %.2fs: waiting it out", seconds)
         await self._sleep(seconds)
 
-    async def _ask(self, dl: DeadLetter) -> Salvaged:
-        messages = build_messages(self._system_prompt, dl)
-        defaults = self._fallback.defaults(dl)
+    async def _ask(self, subject: Subject) -> Salvaged:
+        messages = subject.messages(self._system_prompt)
+        defaults = self._fallback.defaults(subject.letter)
         self.calls += 1
         try:
             response = await self._gateway.complete(messages, defaults.ruled_out)

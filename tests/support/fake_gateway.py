@@ -25,9 +25,13 @@ Responder = Callable[[dict[str, Any]], str]
 
 
 def valid_reply(envelope: dict[str, Any]) -> str:
-    """A well-formed summary naming the queue and job of the dead letter."""
+    """A well-formed summary naming the queue and job of the dead letter (a shared cause: its dependency)."""
+    if envelope.get("shared_cause"):
+        title = f"{envelope.get('dependency')} {envelope.get('condition')} (model)"
+    else:
+        title = f"{envelope.get('queue')}: {envelope.get('job_name')} failed (model)"
     return json.dumps({
-        "title": f"{envelope.get('queue')}: {envelope.get('job_name')} failed (model)",
+        "title": title,
         "severity": "error",
         "likely_cause": "The model read the error and blames the dependency.",
         "next_steps": ["Check the dependency", "Redrive the job"],

@@ -1,0 +1,95 @@
+"""What one gateway call is about: one failure, or one cause shared by many jobs.
+
+A failure whose error says its dependency is down (unreachable, unavailable,
+rate-limited: `Cause.shared`) fails the same way in every queue and kind that
+uses the dependency. Such a failure is summarized once per cause, not once per
+fingerprint: the model is shown the cause's three parts alone (error class,
+message template, dependency), so every job of the cause gives the model the
+same input, and a producer that copies another queue's error cannot write the
+summary that queue's on-call reads (docs/design.md, section 4).
+
+Every other failure is summarized from its whole dead letter, once per
+fingerprint. `openclaw.summary_per_cause = false` summarizes every failure
+that way.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+
+from bridge.cause import Cause, cause_of
+from bridge.fingerprint import fold_message
+from bridge.models import DeadLetter
+from bridge.redact import redact_value
+from bridge.summarize.prompt import BEGIN, END, NONCE_BYTES, build_messages
+
+CAUSE_PREFIX = "cause:"
+NUMBER_MARK = "#"
+QUOTED_MARK = '"…"'
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The key a summary is cached and coalesced under, and what the model and the defaults read."""
+
+    key: str
+    letter: DeadLetter  # the dead letter itself, or the cause's stand-in (runbook and severity defaults)
+    cause: Cause | None = None  # set: the model is shown this cause alone
+
+    def messages(self, system_prompt: str) -> list[dict[str, str]]:
+        if self.cause is None:
+            return build_messages(system_prompt, self.letter)
+        return [
+            {"role": "system", "content": system_prompt},
+            {"role": "user", "content": cause_message(self.cause)},
+        ]
+
+
+def subject_of(dead_letter: DeadLetter, per_cause: bool) -> Subject:
+    """A shared cause's subject when `per_cause` and the error says its dependency is down."""
+    if per_cause and dead_letter.parse_error is None and dead_letter.last_error is not None:
+        cause = cause_of(dead_letter.last_error)
+        if cause.shared:
+            return Subject(CAUSE_PREFIX + cause.key, stand_in(cause), cause)
+    return Subject(dead_letter.fingerprint, dead_letter)
+
+
+def cause_error(cause: Cause) -> str:
+    """The error line as the cause holds it: the class as written, `#` for numbers and ids, `"…"` for quotes."""
+    template = cause.template
+    folded_class = fold_message(cause.error_class) if cause.error_class else ""
+    if folded_class and template.startswith(folded_class):
+        template = cause.error_class + template[len(folded_class):]
+    return template.replace("<n>", NUMBER_MARK).replace("<q>", QUOTED_MARK)
+
+
+def cause_fields(cause: Cause) -> dict[str, str | bool]:
+    return {
+        "shared_cause": True,
+        "error_class": cause.error_class,
+        "last_error": cause_error(cause),
+        "dependency": cause.dependency,
+        "condition": cause.condition,
+    }
+
+
+def cause_message(cause: Cause, nonce: str | None = None) -> str:
+    """The cause between the same marker lines a dead letter gets (one line of JSON, a fresh nonce),
+    redacted once more on the way out, as a dead letter is (defence in depth)."""
+    nonce = nonce or secrets.token_hex(NONCE_BYTES)
+    return "\n".join([
+        f"dlq-bridge shared cause {nonce}: the JSON between the two marker lines below is the whole of it.",
+        BEGIN.format(nonce=nonce),
+        json.dumps(redact_value(cause_fields(cause)), ensure_ascii=False, sort_keys=True),
+        END.format(nonce=nonce),
+    ])
+
+
+def stand_in(cause: Cause) -> DeadLetter:
+    """A dead letter holding only the cause: what runbook, severity and repair defaults are read from."""
+    return DeadLetter(
+        source_key="", queue="", job_id="", raw_digest="",
+        last_error=f"{cause_error(cause)} ({cause.dependency} {cause.condition})",
+    )
