@@ -110,8 +110,7 @@ async def test_valid_reply_is_used_and_request_is_well_formed(rig: Rig) -> None:
     assert body["model"] == "openclaw/dlq-summarizer" and body["temperature"] == 0
     schema = body["response_format"]["json_schema"]["schema"]
     assert body["response_format"]["type"] == "json_schema"
-    contradicted = {"unparseable-payload", "no-error-recorded"}  # it parsed, and it has an error
-    assert set(schema["properties"]["runbook_hint"]["enum"]) == {*RunbookCatalog.load().ids(), ""} - contradicted
+    assert set(schema["properties"]["runbook_hint"]["enum"]) == {*RunbookCatalog.load().ids(), ""}
     system, user = body["messages"]
     assert system["role"] == "system" and "one json object" in system["content"].lower()
     assert "- timeout: " in system["content"]  # the runbook catalogue
@@ -122,15 +121,16 @@ async def test_valid_reply_is_used_and_request_is_well_formed(rig: Rig) -> None:
     assert "fingerprint" not in envelope
 
 
-async def test_the_runbook_enum_leaves_out_only_what_the_dead_letter_contradicts(rig: Rig) -> None:
-    """A small model tends to pick the first ids of the enum; an id the entry rules out is not offered."""
-    rig.route.mock(return_value=chat(json.dumps(VALID)))
-    await rig.summarizer.summarize(normalize(b"{truncated json", "dead_letter:orders"))
+async def test_the_runbook_enum_is_the_whole_catalogue_and_a_contradicted_pick_is_repaired(rig: Rig) -> None:
+    """Leaving contradicted ids out of the enum made the 1.5B model answer `unknown` instead (twice the misses,
+    docs/benchmarks.md): every entry is offered the whole catalogue, and salvage repairs a contradicted pick."""
+    rig.route.mock(return_value=chat(json.dumps({**VALID, "runbook_hint": "unparseable-payload"})))
+    summary = await rig.summarize(last_error="ConnectionRefusedError: db:5432 refused")
     await rig.summarize(last_error=None)
     enums = [set(b["response_format"]["json_schema"]["schema"]["properties"]["runbook_hint"]["enum"])
              for b in rig.requests()]
-    assert "unparseable-payload" in enums[0] and "no-error-recorded" not in enums[0]
-    assert "no-error-recorded" in enums[1] and "unparseable-payload" not in enums[1]
+    assert enums[0] == enums[1] == set(RunbookCatalog.load().ids()) | {""}
+    assert summary.runbook_hint == "connection-refused" and summary.repairs == ("runbook_hint",)
 
 
 async def test_no_token_no_authorization_header_and_no_response_format(

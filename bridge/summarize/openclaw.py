@@ -86,8 +86,7 @@ class GatewayClient:
         runbook_ids: Collection[str] = (),
     ) -> None:
         self._settings = settings
-        self._runbook_ids = frozenset(runbook_ids)
-        self._formats: dict[frozenset[str], dict[str, Any] | None] = {}
+        self._response_format = response_format(settings.response_format, runbook_ids)
         self._http = http
         self._metrics = metrics
         self.url = settings.url + CHAT_PATH
@@ -96,31 +95,26 @@ class GatewayClient:
     def headers(self) -> dict[str, str]:
         return gateway_headers(self._settings)
 
-    def response_format(self, ruled_out: frozenset[str] = frozenset()) -> dict[str, Any] | None:
-        """`response_format` whose runbook enum leaves out the ids this dead letter contradicts
-        (a small model otherwise picks them, and each such pick costs a repair); one per set, kept."""
-        if ruled_out not in self._formats:
-            self._formats[ruled_out] = response_format(self._settings.response_format, self._runbook_ids - ruled_out)
-        return self._formats[ruled_out]
-
-    def body(self, messages: list[dict[str, str]], ruled_out: frozenset[str] = frozenset()) -> dict[str, Any]:
+    def body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        """The request body; `response_format`'s runbook enum is the whole catalogue, for every dead letter
+        (leaving out the ids an entry contradicts made the 1.5B model answer `unknown` instead:
+        docs/benchmarks.md, "tried and reverted"; salvage repairs a contradicted pick)."""
         body: dict[str, Any] = {
             "model": self._settings.model,
             "messages": messages,
             "temperature": 0,
             "stream": False,
         }
-        chosen = self.response_format(ruled_out)
-        if chosen is not None:
-            body["response_format"] = chosen
+        if self._response_format is not None:
+            body["response_format"] = self._response_format
         return body
 
-    async def complete(self, messages: list[dict[str, str]], ruled_out: frozenset[str] = frozenset()) -> Any:
+    async def complete(self, messages: list[dict[str, str]]) -> Any:
         """The decoded JSON response of one call; raises SummaryError on any failure."""
         started = time.monotonic()
         outcome = "error"
         try:
-            response = await self._post(messages, ruled_out)
+            response = await self._post(messages)
             outcome = "ok"
             return response
         except SummaryError as exc:
@@ -129,11 +123,11 @@ class GatewayClient:
         finally:
             self._metrics.child(self._metrics.gateway_seconds, outcome).observe(time.monotonic() - started)
 
-    async def _post(self, messages: list[dict[str, str]], ruled_out: frozenset[str]) -> Any:
+    async def _post(self, messages: list[dict[str, str]]) -> Any:
         timeout = self._settings.timeout_s
         try:
             async with asyncio.timeout(timeout):
-                content = orjson.dumps(self.body(messages, ruled_out))
+                content = orjson.dumps(self.body(messages))
                 response = await self._http.post(self.url, content=content, headers=self._headers, timeout=timeout)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             # httpx-aiohttp reports a refused connection as ConnectTimeout: both are "unreachable"

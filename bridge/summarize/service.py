@@ -191,7 +191,7 @@ class OpenClawSummarizer:
         defaults = self._fallback.defaults(subject.letter)
         self.calls += 1
         try:
-            response = await self._gateway.complete(messages, defaults.ruled_out)
+            response = await self._gateway.complete(messages)
         except SummaryError:
             raise
         except Exception as exc:  # a transport may raise its own errors
