@@ -18,6 +18,13 @@ configuration it prints one row:
 Runs one dead letter at a time (concurrency 1); the machine's load is printed.
 `--limit N` takes the first N entries; `--out FILE` writes every summary as JSON.
 
+`--shared-only` keeps the failures whose cause is shared (the error says its
+dependency is unreachable, unavailable or rate-limited); those are summarized
+from the cause alone (`openclaw.summary_per_cause`). `--per-cause off` shows the
+model the whole dead letter instead, so the two can be compared in one run:
+
+    python bench/bench_quality.py --shared-only --config direct:qwen15 --per-cause on off
+
 `--corpus heldout` runs bench/quality/heldout.json instead: real failures in the
 same format that were labelled without looking at the fallback's runbook
 patterns, which were written while reading corpus.json (its fallback figure is
@@ -46,6 +53,7 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bridge.cause import cause_of
 from bridge.health import Health
 from bridge.intake import normalize
 from bridge.metrics import Metrics
@@ -120,17 +128,19 @@ def pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.0f}%"
 
 
-def settings_for(url: str | None, response_format: str, timeout_s: float) -> Settings:
+def settings_for(url: str | None, response_format: str, timeout_s: float, per_cause: bool = True) -> Settings:
     openclaw = None if url is None else {
         "url": url, "token": TOKEN, "cache_ttl_s": 0, "calls_per_minute": 0, "timeout_s": timeout_s,
-        "breaker_failures": 1000, "max_concurrency": 1, "response_format": response_format}
+        "breaker_failures": 1000, "max_concurrency": 1, "response_format": response_format,
+        "summary_per_cause": per_cause}
     return Settings(redis={"url": "redis://127.0.0.1:1/0", "consumer_id": "bench"}, openclaw=openclaw,
                     sinks=[{"name": "console", "type": "console"}])
 
 
-async def run_corpus(name: str, url: str | None, entries: list[dict[str, Any]], args: argparse.Namespace) -> Row:
+async def run_corpus(name: str, url: str | None, entries: list[dict[str, Any]], args: argparse.Namespace,
+                     per_cause: bool = True) -> Row:
     row = Row(name)
-    settings = settings_for(url, args.response_format, args.timeout)
+    settings = settings_for(url, args.response_format, args.timeout, per_cause)
     async with httpx.AsyncClient(trust_env=False) as http:
         runbooks = RunbookCatalog.load(Path(args.runbooks) if args.runbooks else None)
         summarizer = build_summarizer(settings, runbooks, aioredis.Redis(port=1), http, Metrics(), Health())
@@ -185,7 +195,7 @@ async def run_config(config: str, entries: list[dict[str, Any]], args: argparse.
     favour(server.process.pid, args.favour)
     try:
         if path == "direct":
-            return await run_corpus(f"{model} direct", server.url, entries, args)
+            return await run_direct(model, server.url, entries, args)
         gateway = start_gateway(server.url, workdir / f"gw-{model}", token=TOKEN)
         favour(gateway.process.pid, args.favour)
         try:
@@ -202,9 +212,26 @@ async def run_config(config: str, entries: list[dict[str, Any]], args: argparse.
         server.stop()
 
 
+async def run_direct(model: str, url: str, entries: list[dict[str, Any]], args: argparse.Namespace) -> Row:
+    """One row per `--per-cause` setting; the last is returned, the others printed."""
+    rows = []
+    for setting in args.per_cause:
+        name = f"{model} direct" + ("" if args.per_cause == ["on"] else f", per cause {setting}")
+        rows.append(await run_corpus(name, url, entries, args, per_cause=setting == "on"))
+        if setting != args.per_cause[-1]:
+            print(rows[-1].line(), f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    return rows[-1]
+
+
+def shared(entry: dict[str, Any]) -> bool:
+    return cause_of(entry["last_error"]).shared
+
+
 async def main(args: argparse.Namespace) -> None:
     path = corpus_path(args.corpus)
     entries = load_corpus(args.limit, args.every, path)
+    if args.shared_only:
+        entries = [e for e in entries if shared(e)]
     print(f"corpus: {path.name}, {len(entries)} real failures; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
           f"response_format {args.response_format}; model threads {args.threads}; favour {args.favour}", flush=True)
@@ -239,5 +266,9 @@ if __name__ == "__main__":
                         help="autogroup nice of the model server and gateway, e.g. -15 on a busy machine (root)")
     parser.add_argument("--runbooks", help="another runbook folder (e.g. an older runbooks/failures)")
     parser.add_argument("--out", help="write every summary as JSON to this file")
+    parser.add_argument("--shared-only", action="store_true",
+                        help="only failures whose cause is shared (dependency unreachable, unavailable, rate-limited)")
+    parser.add_argument("--per-cause", nargs="+", choices=["on", "off"], default=["on"],
+                        help="openclaw.summary_per_cause for direct:<model> rows; `on off` runs both")
     parser.add_argument("--verbose", action="store_true", help="one line per dead letter")
     asyncio.run(main(parser.parse_args()))

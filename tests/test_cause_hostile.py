@@ -79,6 +79,8 @@ async def test_a_producer_copying_another_queues_error_joins_the_group_but_canno
             last = triggers[-1]["payload"]
             assert last["custom_details"]["queues"] == {"reports": ATTACKER, "payments": PAYMENTS}
             assert last["summary"].startswith("payments-db:5432 unreachable"), last["summary"]
+            assert (last["component"], last["class"]) == ("payments-db:5432", "ConnectionRefusedError"), (
+                "the group's component is its dependency, not the first job's queue (the attacker's)")
             assert "payments ×20" in last["summary"] and "charge_card ×20" in last["summary"]
 
             for card in bodies(slack, "PAY"):

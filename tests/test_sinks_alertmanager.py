@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI
 from pydantic import SecretStr
 
+from bridge.cause import cause_key
 from bridge.console.api import build_api
 from bridge.console.auth import Authenticator
 from bridge.console.wiring import build_console
@@ -135,14 +136,17 @@ async def test_a_group_is_one_alert_resolved_once_its_last_job_left_like_pagerdu
     await sink.send_group(group_of(3, 1, first))
     await sink.send_group(group_of(5, 2, first))
     await peer.sink.send(make_alert(queue="billing", job_id="other-1", fingerprint="other"))
-    held = (await peer.http.get(f"{peer.am}/api/v2/alerts", params={"filter": matcher("fingerprint", "timeout")}))
+    cause = cause_key(first.dead_letter.last_error)
+    held = (await peer.http.get(f"{peer.am}/api/v2/alerts", params={"filter": matcher("cause", cause)}))
     [group] = held.json()  # both digests are one alert
     assert group["labels"]["job_id"] == "job-1" and group["annotations"]["count"] == "5"
+    assert not {"queue", "job_name", "source", "fingerprint"} & set(group["labels"]), (
+        "a cause group's labels are its cause's, never its first job's queue (any queue's job can come first)")
     await sink.send_resolve(Resolve(dedup_key=sink.group_dedup_key(first), idempotency_key="billing:job-5",
                                     queue="billing", fingerprint="timeout", cause="timeout"))
     await peer.until(lambda: bool(peer.alerts("resolved")))
     [gone] = peer.alerts("resolved")
-    assert gone["labels"]["job_id"] == "job-1" and gone["labels"]["fingerprint"] == "timeout"
+    assert gone["labels"]["job_id"] == "job-1" and gone["labels"]["cause"] == cause
     left = (await peer.http.get(f"{peer.am}/api/v2/alerts", params={"active": "true"})).json()
     assert [a["labels"]["job_id"] for a in left if a["status"]["state"] == "active"] == ["other-1"]
 

@@ -9,9 +9,9 @@ import redis.asyncio as aioredis
 from pydantic import SecretStr
 
 from bridge import keys
-from bridge.models import Severity
+from bridge.models import Notification, Severity
 from bridge.settings import Settings
-from bridge.sinks.pagerduty import PagerDutySink, dedup_key, render_event
+from bridge.sinks.pagerduty import PagerDutySink, dedup_key, render_event, render_group_event
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply, dispatch, make_alert, open_delivery, sample
 
@@ -118,3 +118,20 @@ async def test_send_errors_never_show_the_key() -> None:
     assert [e.status for e in errors] == [400, 500, None], errors
     assert len(echo.requests) == 2 and KEY in echo.requests[0].body.decode(), "the key did go to PagerDuty"
     assert not [str(e) for e in errors if KEY in f"{e} {e.detail}"]
+
+
+def test_a_cause_groups_component_and_class_are_its_cause_whichever_job_came_first() -> None:
+    """Any queue's job can open a cause group (a producer can copy another queue's error): the incident's
+    component and class come from the cause, so PagerDuty routing on them never follows the first job."""
+    error = "ConnectionRefusedError: payments-db:5432 refused connection (request 7)"
+    first = make_alert(queue="reports", job_id="r-1", job_name="export_csv", last_error=error)
+    group = Notification(
+        sink="pd", group_key="cause:error:abc", kind="digest", sequence=1, count=2, new_count=2, previous_at=None,
+        first_seen=1_764_499_990.0, last_seen=1_764_500_000.0, queues=["reports", "payments"],
+        queue_counts={"reports": 1, "payments": 1}, sample_job_ids=[], severity=first.severity, first=first,
+        opened_at=1_764_499_990.0,
+    )
+    payload = render_group_event(group, "bridge-1")["payload"]
+    assert (payload["component"], payload["class"]) == ("payments-db:5432", "ConnectionRefusedError")
+    by_fingerprint = render_group_event(group.model_copy(update={"group_key": "fp:abc"}), "bridge-1")["payload"]
+    assert (by_fingerprint["component"], by_fingerprint["class"]) == ("reports", "export_csv")

@@ -13,7 +13,8 @@ Each alert is one `POST /api/v2/alerts` of a one-element list:
 Alertmanager then groups, inhibits, silences and routes with the user's own configuration. A group
 notification (`group_by` other than "none") is one alert per group, known, like PagerDuty's group
 incident, by its first job: its `job_id` is the first job's, so every digest of one group updates
-one alert. A resolve (the job was redriven, or left its dead store: `bridge.delivery.resolve`; on a
+one alert. A cause group's labels name its cause (`cause`, `dependency`), not its first job's queue.
+A resolve (the job was redriven, or left its dead store: `bridge.delivery.resolve`; on a
 grouped sink once every job of the group has) finds the firing alerts with
 `GET /api/v2/alerts?filter=job_id=…` (and the job's queue, when the sink is not grouped: a group's
 last job may be of another queue than its first) and posts them again with `endsAt` = now, so the
@@ -92,6 +93,9 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+FIRST_JOB_LABELS = frozenset({"queue", "job_name", "source", "fingerprint"})
+
+
 def labels(alert: Alert) -> dict[str, str]:
     dl = alert.dead_letter
     out = {
@@ -144,14 +148,35 @@ def render_alert(alert: Alert) -> dict[str, Any]:
     return body
 
 
+def group_labels(n: Notification) -> dict[str, str]:
+    """A group alert's labels: its first job's (`job_id` included, so the resolve finds it).
+
+    A cause group's name its cause instead of a queue: any queue's job can come first (a producer can
+    copy another queue's error), so no label of it is the first job's `queue`, `job_name`, `source` or
+    `fingerprint`; it carries `cause` (the cause key) and `dependency`. The queues are annotations.
+    """
+    out = labels(n.first) | {"severity": n.severity.value}
+    if not is_cause_group(n):
+        return out
+    cause = digest.cause(n)
+    kept = {name: value for name, value in out.items() if name not in FIRST_JOB_LABELS}
+    return kept | {"cause": cause.key} | ({"dependency": _cut(cause.dependency, LABEL_CHARS)}
+                                          if cause.dependency else {})
+
+
+def is_cause_group(n: Notification) -> bool:
+    return n.group_key.startswith("cause:")
+
+
 def render_group_alert(n: Notification) -> dict[str, Any]:
-    """One alert per group, labelled as its first job's (so a group's digests are one alert, and its
-    resolve finds it); a group of one is exactly its job's alert."""
-    if n.is_single:
+    """One alert per group, labelled by `group_labels` (so a group's digests are one alert, and its
+    resolve finds it); a group of one is exactly its job's alert, but for a cause group, whose labels
+    stay its cause's from its first notification on."""
+    if n.is_single and not is_cause_group(n):
         return render_alert(n.first)
     first = n.first
     body = render_alert(first)
-    body["labels"] = labels(first) | {"severity": n.severity.value}
+    body["labels"] = group_labels(n)
     body["annotations"] |= {
         "summary": _cut(f"{digest.headline(n)} ({digest.jobs_word(n.count)}; {digest.jobs_line(n, 3)}; "
                         f"queues {digest.queues_line(n, 3)})", SUMMARY_CHARS),

@@ -149,7 +149,8 @@ def group_details(n: Notification) -> dict[str, Any]:
 def render_group_event(n: Notification, source: str) -> dict[str, Any]:
     """One alert per group: `dedup_key` = the first job's, so every re-trigger merges into it.
 
-    A group of one is exactly the job's own event.
+    A group of one is exactly the job's own event. A cause group's `component` is its dependency
+    (else its label) and its `class` its error class, the same whichever job came first.
     """
     event = render_event(n.first, source)
     if n.is_single:
@@ -158,6 +159,10 @@ def render_group_event(n: Notification, source: str) -> dict[str, Any]:
     payload["summary"] = group_summary(n)
     payload["severity"] = n.severity.value
     payload["custom_details"] = group_details(n)
+    if n.group_key.startswith("cause:"):  # any queue's job can come first: name the cause, not its job
+        cause = digest.cause(n)
+        payload["component"] = _cut(cause.dependency or cause.label, 255)
+        payload["class"] = _cut(cause.error_class or "dead_letter", 255)
     return event
 
 
