@@ -115,3 +115,30 @@ async def test_a_prompt_injection_reaches_no_sink(
     assert "evil.example" not in summary and "<!channel>" not in summary and "@here" not in summary
     assert set(body["summary"]) == {"title", "severity", "likely_cause", "next_steps", "runbook_hint", "repairs"}
     assert "sink" not in body and "url" not in body
+
+
+OUTAGE = ("PG::ConnectionBad: could not connect to server: Connection refused\n"
+          '\tIs the server running on host "payments-db" (10.0.{n}.7) and accepting\n'
+          "\tTCP/IP connections on port 5432?")
+
+
+async def test_an_outage_over_three_queues_is_one_real_model_call(
+    model_server: ModelServer, make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    """The same dependency down under three queues and job names: the real model is asked once, about the
+    cause alone, and every queue's alert carries that one summary (docs/design.md, section 4)."""
+    before = len(model_server.calls)
+    settings = make_settings(openclaw=openclaw(model_server.url, cache_ttl_s=3600))
+    async with httpx.AsyncClient(trust_env=False) as http:
+        summarizer = build_summarizer(settings, RunbookCatalog.load(), aredis, http, Metrics(), Health())
+        found = []
+        for n, (queue, job) in enumerate([("billing", "charge_card"), ("orders", "ship_order"),
+                                          ("mailers", "send_receipt")]):
+            raw = envelope_entry(queue=queue, job_id=f"{job}-{n}", job_name=job, last_error=OUTAGE.format(n=n))
+            found.append(await summarizer.summarize(normalize(raw, f"dead_letter:{queue}")))
+        await summarizer.aclose()
+    assert len(model_server.calls) - before == 1
+    assert [s.source.value for s in found] == ["openclaw", "cache", "cache"], [s.fallback_reason for s in found]
+    assert len({s.model_dump_json(exclude={"source"}) for s in found}) == 1
+    text = " ".join([found[0].title, found[0].likely_cause]).lower()
+    assert not any(job in text for job in ("charge_card", "ship_order", "send_receipt")), text
