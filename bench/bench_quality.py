@@ -183,9 +183,9 @@ def favour(pid: int, nice: int) -> None:
 
 
 async def run_config(config: str, entries: list[dict[str, Any]], args: argparse.Namespace,
-                     workdir: Path) -> Row:
+                     workdir: Path) -> list[Row]:
     if config == "fallback":
-        return await run_corpus("fallback", None, entries, args)
+        return [await run_corpus("fallback", None, entries, args)]
     path, _, model = config.partition(":")
     model = model or "qwen15"
     missing = find_model(model) or (find_gateway() if path == "gateway" else "")
@@ -199,28 +199,26 @@ async def run_config(config: str, entries: list[dict[str, Any]], args: argparse.
         gateway = start_gateway(server.url, workdir / f"gw-{model}", token=TOKEN)
         favour(gateway.process.pid, args.favour)
         try:
-            row = await run_corpus(f"{model} via gateway", gateway.url, entries, args)
+            rows = [await run_corpus(f"{model} via gateway", gateway.url, entries, args)]
             sizes = [json.loads(line) for line in server.calls]
             if sizes:
                 print(f"  gateway -> model: system prompt {sizes[-1]['system_chars']} chars, "
                       f"{sizes[-1]['usage']['prompt_tokens']} prompt tokens, response_format "
                       f"{sizes[-1]['response_format']}, tools {sizes[-1]['tools']}", flush=True)
-            return row
+            return rows
         finally:
             gateway.stop()
     finally:
         server.stop()
 
 
-async def run_direct(model: str, url: str, entries: list[dict[str, Any]], args: argparse.Namespace) -> Row:
-    """One row per `--per-cause` setting; the last is returned, the others printed."""
+async def run_direct(model: str, url: str, entries: list[dict[str, Any]], args: argparse.Namespace) -> list[Row]:
+    """One row per `--per-cause` setting."""
     rows = []
     for setting in args.per_cause:
         name = f"{model} direct" + ("" if args.per_cause == ["on"] else f", per cause {setting}")
         rows.append(await run_corpus(name, url, entries, args, per_cause=setting == "on"))
-        if setting != args.per_cause[-1]:
-            print(rows[-1].line(), f"(load {os.getloadavg()[0]:.1f})", flush=True)
-    return rows[-1]
+    return rows
 
 
 def shared(entry: dict[str, Any]) -> bool:
@@ -239,8 +237,9 @@ async def main(args: argparse.Namespace) -> None:
     rows = []
     try:
         for config in args.config:
-            rows.append(await run_config(config, entries, args, workdir))
-            print(rows[-1].line(), f"(load {os.getloadavg()[0]:.1f})", flush=True)
+            for row in await run_config(config, entries, args, workdir):
+                rows.append(row)
+                print(row.line(), f"(load {os.getloadavg()[0]:.1f})", flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print("\n| configuration | alerts | openclaw | repaired | runbook fits | facts stated | invented | s med / max |")
