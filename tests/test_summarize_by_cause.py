@@ -20,6 +20,7 @@ from bridge.intake import normalize
 from bridge.models import Summary
 from bridge.settings import Settings
 from bridge.summarize.prompt import unwrap_dead_letter
+from bridge.summarize.subject import SHARED
 from tests import test_summarize_gateway as gateway_tests
 from tests.conftest import envelope_entry
 from tests.support.fake_gateway import FakeGateway, valid_reply
@@ -34,7 +35,7 @@ PG_DOWN = (
     '\tIs the server running on host "payments-db" ({ip}) and accepting\n'
     "\tTCP/IP connections on port 5432?"
 )
-CAUSE_KEYS = {"shared_cause", "error_class", "last_error", "dependency", "condition"}
+CAUSE_KEYS = {"shared_cause", "failure", "error_class", "last_error", "dependency", "condition"}
 _NONCE = re.compile(r"[0-9a-f]{24}")
 
 
@@ -70,7 +71,7 @@ async def test_the_model_is_shown_the_cause_and_nothing_of_the_job(rig: Rig) -> 
                         payload_excerpt='{"customer": "ACME-991"}', correlation_id="corr-xyz")
     body = rig.route.calls[0].request.content.decode()
     assert model_input(body) == {
-        "shared_cause": True, "error_class": "PG::ConnectionBad",
+        "shared_cause": True, "failure": SHARED.format(condition="unreachable"), "error_class": "PG::ConnectionBad",
         "last_error": "PG::ConnectionBad: could not connect to server: Connection refused",
         "dependency": "payments-db:5432", "condition": "unreachable",
     }

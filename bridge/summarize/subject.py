@@ -65,9 +65,16 @@ def cause_error(cause: Cause) -> str:
     return template.replace("<n>", NUMBER_MARK).replace("<q>", QUOTED_MARK)
 
 
+SHARED = ("not one job: jobs of several queues fail with this error because the dependency is {condition}; "
+          "`#` stands for a number or id and \"…\" for a quoted value")
+
+
 def cause_fields(cause: Cause) -> dict[str, str | bool]:
+    """What the model is shown of a shared cause. The system prompt (and so every other summary) is
+    unchanged: the one line saying what this is comes inside the JSON, written by the bridge."""
     return {
         "shared_cause": True,
+        "failure": SHARED.format(condition=cause.condition),
         "error_class": cause.error_class,
         "last_error": cause_error(cause),
         "dependency": cause.dependency,
