@@ -23,7 +23,7 @@ dependency is unreachable, unavailable or rate-limited); those are summarized
 from the cause alone (`openclaw.summary_per_cause`). `--per-cause off` shows the
 model the whole dead letter instead, so the two can be compared in one run:
 
-    python bench/bench_quality.py --shared-only --config direct:qwen15 --per-cause on off
+    python bench/bench_quality.py --corpus both --shared-only --config direct:qwen15 --per-cause on off
 
 `--corpus heldout` runs bench/quality/heldout.json instead: real failures in the
 same format that were labelled without looking at the fallback's runbook
@@ -75,13 +75,22 @@ _CLAIMS = re.compile(
 )
 
 
-def corpus_path(name: str) -> Path:
-    """`corpus` (default), `heldout`, or a path to a file in the same format."""
-    return CORPORA.get(name) or Path(name)
+def corpus_paths(name: str) -> list[Path]:
+    """`corpus` (default), `heldout`, `both` (the two, in that order), or a path to a file in the same format."""
+    if name == "both":
+        return [CORPORA["corpus"], CORPORA["heldout"]]
+    return [CORPORA.get(name) or Path(name)]
 
 
 def load_corpus(limit: int | None = None, every: int = 1, path: Path = CORPUS) -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))[::every]
+    return load_corpora([path], limit, every)
+
+
+def load_corpora(paths: list[Path], limit: int | None = None, every: int = 1) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = []
+    for path in paths:
+        entries += json.loads(path.read_text(encoding="utf-8"))
+    entries = entries[::every]
     return entries[:limit] if limit else entries
 
 
@@ -226,11 +235,11 @@ def shared(entry: dict[str, Any]) -> bool:
 
 
 async def main(args: argparse.Namespace) -> None:
-    path = corpus_path(args.corpus)
-    entries = load_corpus(args.limit, args.every, path)
+    paths = corpus_paths(args.corpus)
+    entries = load_corpora(paths, args.limit, args.every)
     if args.shared_only:
         entries = [e for e in entries if shared(e)]
-    print(f"corpus: {path.name}, {len(entries)} real failures; "
+    print(f"corpus: {' + '.join(p.name for p in paths)}, {len(entries)} real failures; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
           f"response_format {args.response_format}; model threads {args.threads}; favour {args.favour}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="dlq-bench-quality-"))
@@ -255,7 +264,7 @@ if __name__ == "__main__":
     parser.add_argument("--config", nargs="+", default=["fallback", "direct:qwen15"],
                         help="fallback, direct:<model>, gateway:<model> (models: qwen15, qwen05)")
     parser.add_argument("--corpus", default="corpus",
-                        help="corpus (training: runbook patterns were written from it), heldout, or a path")
+                        help="corpus (training: runbook patterns were written from it), heldout, both, or a path")
     parser.add_argument("--limit", type=int, default=None, help="first N corpus entries only")
     parser.add_argument("--every", type=int, default=1, help="every Nth corpus entry (a spread-out sample)")
     parser.add_argument("--response-format", default="json_schema", choices=["json_schema", "json_object", "none"])
