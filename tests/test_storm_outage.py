@@ -8,11 +8,13 @@ receivers that enforce Slack's and PagerDuty's real rate limits (docs/design.md,
   real workers in three bursts during the outage); 2,400 dead letters in all;
 - Slack grouped by cause, PagerDuty by its default (cause), both with the default timers
   (group_wait 10 s, group_interval 60 s) and the default pacing (1 message/s, 120 events/min);
-- mid-outage, one unrelated failure in one of those queues.
+- mid-outage, one unrelated failure in one of those queues;
+- an OpenClaw gateway (a local fake whose "model" takes 1 s) summarizing for all three replicas.
 
 Expected: 1 PagerDuty incident and at most 3 Slack messages for the outage, the first within
 group_wait + 10 s of the first dead letter; the unrelated failure alerted on its own, on Slack and
-PagerDuty, within 45 s; 0 lost (every list entry archived once, the incident's count 2,400).
+PagerDuty, within 45 s; 0 lost (every list entry archived once, the incident's count 2,400); one
+gateway call for the outage, shown the cause alone, and one for the unrelated failure.
 """
 
 from __future__ import annotations
@@ -33,10 +35,12 @@ from fastapi import Request, Response
 
 from bridge import keys
 from tests.support.bridge_process import start_bridge, write_config
+from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import serve
 from tests.support.receiver import Received, Receiver, Reply
 from tests.support.redis_server import free_port
 from tests.test_storm_fleet import in_all, stop, wait_for
+from tests.test_summarize_by_cause import model_input
 
 # 60 s of outage, then up to two group_intervals (60 s each) for the last digest; minutes more on a
 # loaded 2-core machine (three replicas, peers' workers)
@@ -112,8 +116,10 @@ UNRELATED = json.dumps({"queue": "inventory-03", "job_id": "odd-1", "job_name": 
                         "last_error": "KeyError: 'sku-991' not in catalogue"})
 
 
-def replica_config(tmp_path: Path, redis_url: str, n: int, port: int, sinks: list[dict[str, Any]]) -> Path:
+def replica_config(tmp_path: Path, redis_url: str, n: int, port: int, sinks: list[dict[str, Any]],
+                   gateway_url: str) -> Path:
     return write_config(tmp_path / f"outage-{n}.toml", {
+        "openclaw": {"url": gateway_url, "token": "storm-gateway-token", "timeout_s": 30},
         "server": {"port": port, "grace_s": 5},
         "redis": {"url": redis_url, "consumer_id": f"outage-{n}"},
         "sources": {"concurrency": 8, "poll_interval_s": 0.01, "heartbeat_interval_s": 0.5,
@@ -186,14 +192,15 @@ async def test_a_60_s_outage_over_12_queues_and_3_kinds_through_3_replicas_is_1_
         pytest.skip(missing)
     slack = Limited(per_s=1.0, burst=2.0)  # Slack: 1 message/s per webhook, short bursts allowed
     pagerduty = Limited(per_s=2.0, burst=120.0, default=Reply(202))  # PagerDuty: 120 events/min per key
+    gateway = FakeGateway(latency_s=1.0)  # an OpenClaw gateway whose model takes a second per summary
     procs: list[subprocess.Popen[bytes]] = []
-    async with serve(slack.app) as s, serve(pagerduty.app) as p:
+    async with serve(slack.app) as s, serve(pagerduty.app) as p, serve(gateway.app()) as gw:
         sinks = [
             {"name": "slack", "type": "slack", "url": f"{s}/services/T/B/X", "group_by": "cause"},
             {"name": "pd", "type": "pagerduty", "routing_key": "rk", "events_url": f"{p}/v2/enqueue"},
         ]
         ports = [free_port() for _ in range(3)]
-        procs = [start_bridge(["--config", str(replica_config(tmp_path, redis_url, n, port, sinks)), "run"])
+        procs = [start_bridge(["--config", str(replica_config(tmp_path, redis_url, n, port, sinks, gw)), "run"])
                  for n, port in enumerate(ports)]
         try:
             for port in ports:
@@ -241,6 +248,11 @@ async def test_a_60_s_outage_over_12_queues_and_3_kinds_through_3_replicas_is_1_
         late = odd.at - run.unrelated_at
         assert late <= 45, f"the unrelated failure reached {name} {late:.1f} s after it was pushed"
     assert json.loads(odd_pd.body)["dedup_key"] not in incidents
+    asked = [model_input(body) for body in gateway.bodies]
+    outage_calls = [a for a in asked if a.get("shared_cause")]
+    assert len(outage_calls) == 1, f"{len(outage_calls)} gateway calls for one outage (one per cause, fleet-wide)"
+    assert outage_calls[0]["dependency"] == "postgres-primary:5432"
+    assert [a["job_name"] for a in asked if not a.get("shared_cause")] == ["price_update"]
     print(f"\noutage storm: {TOTAL:,} dead letters over {run.lasted_s:.0f} s (8 list queues, 2 RQ queues, "
           f"2 Sidekiq queues: real workers), 3 replicas, Slack 1 msg/s and PagerDuty 120 events/min enforced "
           f"(429s: Slack {len(slack.refused)}, PagerDuty {len(pagerduty.refused)}): "
@@ -248,4 +260,4 @@ async def test_a_60_s_outage_over_12_queues_and_3_kinds_through_3_replicas_is_1_
           f"first Slack {first_slack:.1f} s and first PagerDuty {first_pd:.1f} s into the outage "
           f"(group_wait {GROUP_WAIT_S:.0f} s), unrelated failure on Slack after "
           f"{odd_slack.at - run.unrelated_at:.1f} s and on PagerDuty after {odd_pd.at - run.unrelated_at:.1f} s, "
-          f"lost {TOTAL - details['count']}")
+          f"lost {TOTAL - details['count']}; gateway calls {gateway.calls} (outage {len(outage_calls)})")
