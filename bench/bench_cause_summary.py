@@ -26,6 +26,7 @@ import httpx
 import redis.asyncio as aioredis
 from fastapi import Request, Response
 
+from bench.bench_cause_grouping import OTHER, OUTAGE, QUEUES
 from bridge.health import Health
 from bridge.intake import normalize
 from bridge.metrics import Metrics
@@ -37,18 +38,12 @@ from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import serve
 from tests.support.redis_server import start_private_redis
 
-QUEUES = [f"queue-{i:02d}" for i in range(12)]
-OUTAGE = ("PG::ConnectionBad: could not connect to server: Connection refused\n"
-          '\tIs the server running on host "postgres-primary" (10.0.{q}.{i}) and accepting\n'
-          "\tTCP/IP connections on port 5432?")
-OTHER = "KeyError: 'sku-{i}' not in catalogue"
-
 
 def letters(per_queue: int) -> list[DeadLetter]:
     out = []
     for q, queue in enumerate(QUEUES):
         for i in range(per_queue):
-            error = OTHER.format(i=i) if i == 0 else OUTAGE.format(q=q, i=i % 250)
+            error = OTHER.format(i=q) if i == 0 else OUTAGE.format(ip=i % 250, i=i, ms=i * 7)
             entry = {"job_id": f"{queue}-{i}", "job_name": f"sync_{queue}", "attempts": 3, "last_error": error}
             out.append(normalize(json.dumps(entry).encode(), f"dead_letter:{queue}"))
     return out
