@@ -229,6 +229,11 @@ class Notification(BaseModel):
         return self.kind == "single"
 
     @property
+    def by_cause(self) -> bool:
+        """A cause group (`group_by = "cause"`): one cause across queues and kinds, any of whose jobs came first."""
+        return self.group_key.startswith("cause:")
+
+    @property
     def ledger_key(self) -> str:
         """The job's idempotency key for a single; else one key per opening and sequence."""
         if self.is_single:

@@ -156,7 +156,7 @@ def group_labels(n: Notification) -> dict[str, str]:
     `fingerprint`; it carries `cause` (the cause key) and `dependency`. The queues are annotations.
     """
     out = labels(n.first) | {"severity": n.severity.value}
-    if not is_cause_group(n):
+    if not n.by_cause:
         return out
     cause = digest.cause(n)
     kept = {name: value for name, value in out.items() if name not in FIRST_JOB_LABELS}
@@ -164,15 +164,11 @@ def group_labels(n: Notification) -> dict[str, str]:
                                           if cause.dependency else {})
 
 
-def is_cause_group(n: Notification) -> bool:
-    return n.group_key.startswith("cause:")
-
-
 def render_group_alert(n: Notification) -> dict[str, Any]:
     """One alert per group, labelled by `group_labels` (so a group's digests are one alert, and its
     resolve finds it); a group of one is exactly its job's alert, but for a cause group, whose labels
     stay its cause's from its first notification on."""
-    if n.is_single and not is_cause_group(n):
+    if n.is_single and not n.by_cause:
         return render_alert(n.first)
     first = n.first
     body = render_alert(first)

@@ -81,7 +81,7 @@ def render_group_card(n: Notification, *, color: bool = False) -> str:
         f"│ severity   {severity}",
         f"│ jobs       {n.count:,}" + (f" ({n.new_count:,} new)" if n.sequence > 1 else ""),
         *(f"│ {label.lower():<10} {value}" for label, value in digest.facts(n)),
-        *(f"│ queue      {line}" for line in digest.queue_spans(n) if n.group_key.startswith("cause:")),
+        *(f"│ queue      {line}" for line in digest.queue_spans(n) if n.by_cause),
         f"│ first seen {digest.when(n.first_seen)}",
         f"│ last seen  {digest.when(n.last_seen)}",
         f"│ cause      {summary.likely_cause}",

@@ -164,7 +164,7 @@ def facts(n: Notification, escape: Callable[[str], str] = str, budget: int = 900
         ("Queues", queues_line(n, escape=escape, budget=budget)),
         ("Kinds", kinds_line(n)),
     ]
-    if n.group_key.startswith("cause:") and (dependency := cause(n).dependency):
+    if n.by_cause and (dependency := cause(n).dependency):
         pairs.insert(1, ("Dependency", dependency))
     return pairs
 

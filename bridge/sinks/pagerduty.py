@@ -117,7 +117,7 @@ def group_summary(n: Notification) -> str:
     """
     prefix = "[TEST] " if n.first.is_test else ""
     head = digest.headline(n)
-    if n.group_key.startswith("cause:") and not n.outage:
+    if n.by_cause and not n.outage:
         head = digest.cause(n).label
     shape = f"{digest.jobs_word(n.count)}; {digest.jobs_line(n, 3)}; queues {digest.queues_line(n, 3)}"
     return _cut(f"{prefix}{head} ({shape})", SUMMARY_CHARS) or ""
@@ -159,7 +159,7 @@ def render_group_event(n: Notification, source: str) -> dict[str, Any]:
     payload["summary"] = group_summary(n)
     payload["severity"] = n.severity.value
     payload["custom_details"] = group_details(n)
-    if n.group_key.startswith("cause:"):  # any queue's job can come first: name the cause, not its job
+    if n.by_cause:  # any queue's job can come first: name the cause, not its job
         cause = digest.cause(n)
         payload["component"] = _cut(cause.dependency or cause.label, 255)
         payload["class"] = _cut(cause.error_class or "dead_letter", 255)

@@ -224,7 +224,7 @@ def group_blocks(n: Notification) -> list[dict[str, Any]]:
 
 def _spans(n: Notification) -> list[dict[str, Any]]:
     """A cause group's queues with their first and last times (the fields hold only counts)."""
-    if not n.group_key.startswith("cause:"):
+    if not n.by_cause:
         return []
     return [_section("*Queues, first–last*\n" + "\n".join(esc(line, 200) for line in digest.queue_spans(n)))]
 

@@ -153,7 +153,7 @@ def group_body(n: Notification, scale: float) -> list[dict[str, Any]]:
     new = f" ({n.new_count:,} new)" if n.sequence > 1 else ""
     shown = n.jobs[: int(SAMPLES * scale)] if scale >= 0.25 else []
     count = "" if n.outage else f" · {digest.jobs_word(n.count)}"  # an outage's title holds the count
-    spans = digest.queue_spans(n) if n.group_key.startswith("cause:") else []
+    spans = digest.queue_spans(n) if n.by_cause else []
     body = [
         title_block(f"{prefix}{digest.headline(n)}{count}", n.severity, alert.is_test),
         rich(run(plain(digest.change_line(n), 500), weight="bolder")),

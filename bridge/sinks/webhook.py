@@ -125,7 +125,7 @@ def render_group_body(n: Notification) -> dict[str, Any]:
         "kinds": n.kind_counts,
         "queue_first_seen": {q: digest.iso(t) for q, t in n.queue_first.items()},
         "queue_last_seen": {q: digest.iso(t) for q, t in n.queue_last.items()},
-        "cause": digest.cause_facts(n) if n.group_key.startswith("cause:") else None,
+        "cause": digest.cause_facts(n) if n.by_cause else None,
         "fingerprint": first.dead_letter.fingerprint,
         "summary": summary_body(summary),
         "summary_source": summary.source.value,

@@ -157,7 +157,7 @@ def _group_context(n: Notification) -> dict[str, object]:
     context = _alert_context(n.first)
     new = f" ({n.new_count:,} new)" if n.sequence > 1 else ""
     count = "" if n.outage else f" · {digest.jobs_word(n.count)}"  # an outage's title holds the count
-    spans = digest.queue_spans(n) if n.group_key.startswith("cause:") else []
+    spans = digest.queue_spans(n) if n.by_cause else []
     context |= {
         "heading": one_line(f"{digest.headline(n)}{count}", 300),
         "change": digest.change_line(n),
