@@ -16,8 +16,8 @@ of one cause still costs one call — across the fleet too: one replica leads
 each fingerprint's call and the others read its cached answer
 (bridge.summarize.cache). A failure whose dependency is down is keyed by its
 cause instead, and the model is shown the cause alone
-(bridge.summarize.subject): one call for an outage over any number of queues. Longer pauses, or an open circuit, fall
-back (`http_429`, `circuit_open`). A reply that breaks the schema is a quality
+(bridge.summarize.subject): one call for an outage over any number of queues.
+Longer pauses, or an open circuit, fall back (`http_429`, `circuit_open`). A reply that breaks the schema is a quality
 problem, not an availability one: it never counts toward the breaker.
 """
 
@@ -188,7 +188,7 @@ class OpenClawSummarizer:
 
     async def _ask(self, subject: Subject) -> Salvaged:
         messages = subject.messages(self._system_prompt)
-        defaults = self._fallback.defaults(subject.letter)
+        defaults = self._fallback.defaults(subject.defaults_letter())
         self.calls += 1
         try:
             response = await self._gateway.complete(messages)

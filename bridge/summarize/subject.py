@@ -35,12 +35,17 @@ class Subject:
     """The key a summary is cached and coalesced under, and what the model and the defaults read."""
 
     key: str
-    letter: DeadLetter  # the dead letter itself, or the cause's stand-in (runbook and severity defaults)
+    dead_letter: DeadLetter
     cause: Cause | None = None  # set: the model is shown this cause alone
+
+    def defaults_letter(self) -> DeadLetter:
+        """What runbook, severity and repair defaults are read from: the dead letter, or for a shared cause
+        a stand-in holding only the cause (built when the gateway is asked, not on every cache hit)."""
+        return self.dead_letter if self.cause is None else stand_in(self.cause)
 
     def messages(self, system_prompt: str) -> list[dict[str, str]]:
         if self.cause is None:
-            return build_messages(system_prompt, self.letter)
+            return build_messages(system_prompt, self.dead_letter)
         return [
             {"role": "system", "content": system_prompt},
             {"role": "user", "content": cause_message(self.cause)},
@@ -52,7 +57,7 @@ def subject_of(dead_letter: DeadLetter, per_cause: bool) -> Subject:
     if per_cause and dead_letter.parse_error is None and dead_letter.last_error is not None:
         cause = cause_of(dead_letter.last_error)
         if cause.shared:
-            return Subject(CAUSE_PREFIX + cause.key, stand_in(cause), cause)
+            return Subject(CAUSE_PREFIX + cause.key, dead_letter, cause)
     return Subject(dead_letter.fingerprint, dead_letter)
 
 
