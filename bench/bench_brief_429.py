@@ -30,12 +30,12 @@ from fastapi.responses import JSONResponse
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import bench_redis_url, bench_settings
-from bridge.health import Health
-from bridge.http import build_http_client
-from bridge.intake import normalize
-from bridge.metrics import Metrics
-from bridge.runbooks import RunbookCatalog
+from bridge.clients.http import build_http_client
+from bridge.core.health import Health
+from bridge.core.metrics import Metrics
+from bridge.intake.chain import normalize
 from bridge.summarize.factory import build_summarizer
+from bridge.summarize.runbooks import RunbookCatalog
 from tests.support.http_server import serve
 
 REPLY = json.dumps({"title": "orders: job failed (model)", "severity": "error",

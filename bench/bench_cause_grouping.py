@@ -19,9 +19,9 @@ import time
 import redis.asyncio as aioredis
 
 from bench.common import jobs_bench_main
-from bridge.delivery.grouping import Grouper, group_key
-from bridge.models import Alert
+from bridge.core.models import Alert
 from bridge.settings import SlackSinkSettings
+from bridge.stores.groups import Grouper, group_key
 from tests.support.receiver import make_alert
 
 BENCH_DB = 13

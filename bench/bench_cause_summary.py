@@ -27,13 +27,13 @@ import redis.asyncio as aioredis
 from fastapi import Request, Response
 
 from bench.bench_cause_grouping import OTHER, OUTAGE, QUEUES
-from bridge.health import Health
-from bridge.intake import normalize
-from bridge.metrics import Metrics
-from bridge.models import DeadLetter
-from bridge.runbooks import RunbookCatalog
+from bridge.core.health import Health
+from bridge.core.metrics import Metrics
+from bridge.core.models import DeadLetter
+from bridge.intake.chain import normalize
 from bridge.settings import load_settings
 from bridge.summarize.factory import build_summarizer
+from bridge.summarize.runbooks import RunbookCatalog
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import serve
 from tests.support.redis_server import start_private_redis

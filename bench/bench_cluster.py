@@ -25,11 +25,11 @@ from pathlib import Path
 from redis.asyncio.cluster import RedisCluster
 
 from bench.common import bench_redis_url, bench_settings, distinct_entry
-from bridge import keys
-from bridge.redis_client import build_redis
-from bridge.replicas import ReplicaWait
+from bridge.clients.redis_client import build_redis
+from bridge.clients.replicas import ReplicaWait
 from bridge.runtime import open_runtime
 from bridge.settings import Settings, load_settings
+from bridge.stores import keys
 from tests.support.redis_cluster import start_local_cluster
 
 DLQS = 20

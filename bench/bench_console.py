@@ -21,7 +21,7 @@ import httpx
 import redis
 
 from bench.common import bench_redis_url, service_config
-from bridge import keys
+from bridge.stores import keys
 from tests.support.bridge_process import start_bridge, wait_healthz
 from tests.support.redis_server import free_port
 

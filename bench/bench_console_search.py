@@ -26,14 +26,14 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI
 
 from bench.common import bench_redis_url
-from bridge import keys
 from bridge.config.console_auth import ConsoleAuthSettings
 from bridge.console.api import Console, build_api
 from bridge.console.auth import Authenticator
 from bridge.console.service import ConsoleService
-from bridge.handoff import entry_record
-from bridge.models import Alert, DeadLetter, Severity, Summary, SummarySource
+from bridge.core.models import Alert, DeadLetter, Severity, Summary, SummarySource
 from bridge.settings import load_settings
+from bridge.stores import keys
+from bridge.stores.handoff import entry_record
 
 TARGET_MS = 300.0
 CLASSES = [f"Err{i}Error" for i in range(20)]

@@ -15,9 +15,9 @@ import time
 import redis.asyncio as aioredis
 
 from bench.common import jobs_bench_main
-from bridge import keys
-from bridge.delivery.grouping import Grouper
 from bridge.settings import SlackSinkSettings, WebhookSinkSettings
+from bridge.stores import keys
+from bridge.stores.groups import Grouper
 from tests.support.receiver import make_alert
 
 BENCH_DB = 12

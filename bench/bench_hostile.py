@@ -28,11 +28,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bridge import secret_patterns
-from bridge.envelope import MAX_ERROR_CHARS
-from bridge.fingerprint import fold_message
-from bridge.intake import normalize
-from bridge.redact import REDACTED, bounded_sub, redact_key_values, redact_text
+from bridge.intake import secret_patterns
+from bridge.intake.chain import normalize
+from bridge.intake.envelope import MAX_ERROR_CHARS
+from bridge.intake.fingerprint import fold_message
+from bridge.intake.redact import REDACTED, bounded_sub, redact_key_values, redact_text
 from bridge.summarize.reply import remove_links
 
 TARGET_PATTERN_MS = 50.0

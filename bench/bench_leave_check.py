@@ -23,13 +23,13 @@ import redis.asyncio as aioredis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import bench_redis_url
-from bridge import keys
 from bridge.delivery.resolve import Resolve
-from bridge.handoff import Parcel
 from bridge.sources.bullmq import bullmq_source
 from bridge.sources.leaving import LeaveNote
 from bridge.sources.sidekiq import sidekiq_source
 from bridge.sources.watched import WatchedSource
+from bridge.stores import keys
+from bridge.stores.handoff import Parcel
 
 JOBS = 10_000
 RETRIED = 1_000

@@ -32,11 +32,11 @@ import redis.asyncio as aioredis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_quality import CORPUS, TOKEN, dead_letter, favour, load_corpus
-from bridge.health import Health
-from bridge.metrics import Metrics
-from bridge.runbooks import RunbookCatalog
+from bridge.core.health import Health
+from bridge.core.metrics import Metrics
 from bridge.settings import Settings
 from bridge.summarize.factory import build_summarizer
+from bridge.summarize.runbooks import RunbookCatalog
 from tests.support.model_server import find_model, start_model_server
 
 OLD_DEFAULTS = {"timeout_s": 30, "max_concurrency": 4, "breaker_failures": 3, "breaker_cooldown_s": 60}

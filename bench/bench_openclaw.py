@@ -27,14 +27,14 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bridge.health import Health
-from bridge.intake import normalize
-from bridge.metrics import Metrics
-from bridge.models import Summary
-from bridge.runbooks import RunbookCatalog
+from bridge.core.health import Health
+from bridge.core.metrics import Metrics
+from bridge.core.models import Summary
+from bridge.intake.chain import normalize
 from bridge.settings import Settings
-from bridge.summarize.base import Summarizer
 from bridge.summarize.factory import build_summarizer
+from bridge.summarize.port import Summarizer
+from bridge.summarize.runbooks import RunbookCatalog
 from tests.conftest import envelope_entry
 from tests.support.fake_model import FakeModel
 from tests.support.http_server import ThreadedServer

@@ -2,7 +2,7 @@
 
 Each case runs in its own child process: it builds the entry, notes its RSS high-water mark
 (`resource.getrusage(RUSAGE_SELF).ru_maxrss`, the entry's own bytes included), runs the whole
-intake (`bridge.intake.normalize`: streamed read → redact → fingerprint) and prints the peak and
+intake (`bridge.intake.chain.normalize`: streamed read → redact → fingerprint) and prints the peak and
 the time per MB. Target (issue 21): peak RSS under 150 MB for a 20 MB entry.
 
     python -m bench.bench_oversized [--sizes 2,20]
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from bridge.streamed_fields import backend
+from bridge.intake.streamed_fields import backend
 
 MB = 1024 * 1024
 SHAPES = ("fields-first", "fields-last", "one-string")
@@ -41,7 +41,7 @@ def entry(shape: str, size_mb: int) -> bytes:
 
 
 def child(shape: str, size_mb: int) -> None:
-    from bridge.intake import normalize
+    from bridge.intake.chain import normalize
 
     raw = entry(shape, size_mb)
     before_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

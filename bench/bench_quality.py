@@ -53,14 +53,14 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bridge.cause import cause_of
-from bridge.health import Health
-from bridge.intake import normalize
-from bridge.metrics import Metrics
-from bridge.models import DeadLetter, Summary
-from bridge.runbooks import RunbookCatalog
+from bridge.core.health import Health
+from bridge.core.metrics import Metrics
+from bridge.core.models import DeadLetter, Summary
+from bridge.intake.cause import cause_of
+from bridge.intake.chain import normalize
 from bridge.settings import Settings
 from bridge.summarize.factory import build_summarizer
+from bridge.summarize.runbooks import RunbookCatalog
 from tests.support.model_server import ModelServer, find_model, start_model_server
 from tests.support.openclaw_gateway import find_gateway, start_gateway
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import redis
 
-from bridge.embedded import EmbeddedRedis
+from bridge.clients.embedded import EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parents[1]
 

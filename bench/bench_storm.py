@@ -40,7 +40,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bench.common import _free_port, bench_redis_url, read_body, service_config
-from bridge import keys
+from bridge.stores import keys
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import serve
 

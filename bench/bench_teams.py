@@ -36,7 +36,7 @@ import redis.asyncio as aioredis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import _free_port, bench_redis_url, read_body, service_config
-from bridge import keys
+from bridge.stores import keys
 from tests.support.http_server import serve
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bridge.embedded import EmbeddedRedis
+from bridge.clients.embedded import EmbeddedRedis
 from bridge.settings import Settings, load_settings
 
 T = TypeVar("T")

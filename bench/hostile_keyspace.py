@@ -23,7 +23,7 @@ import redis
 
 from bench.common import bench_redis_url, service_config
 from bench.peers import free_port
-from bridge import keys
+from bridge.stores import keys
 from tests.support.bridge_process import start_bridge, wait_healthz
 
 BENCH_DB = 12

@@ -14,14 +14,14 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
+from bridge.clients.redis_client import probe
+from bridge.clients.redis_memory import OUT_OF_MEMORY
 from bridge.console.api import build_api, running_console
 from bridge.console.auth import Authenticator
 from bridge.console.pages import pages_router
 from bridge.console.service import ConsoleService
 from bridge.console.wiring import build_console
-from bridge.health import Status
-from bridge.redis_client import probe
-from bridge.redis_memory import OUT_OF_MEMORY
+from bridge.core.health import Status
 from bridge.runtime import Runtime, freeze_heap, open_runtime
 from bridge.settings import Settings
 

@@ -1,6 +1,6 @@
 """The `dlq-bridge` command line: run the service and operate it.
 
-Exit codes are defined in bridge/exit_codes.py (0 ok, 1 failed, 2 bad
+Exit codes are defined in bridge/core/exit_codes.py (0 ok, 1 failed, 2 bad
 configuration or usage, 3 `run` could not start, 4 not found).
 """
 
@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bridge.commands import check, console_token, peek, redrive, send_test, summarize, undeliverable
-from bridge.errors import ConfigError
-from bridge.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_START, EXIT_USAGE, exit_codes_help
+from bridge.core.errors import ConfigError
+from bridge.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_START, EXIT_USAGE, exit_codes_help
+from bridge.core.untrusted import SafeFormatter
 from bridge.settings import Settings, load_settings, unknown_env_variables
-from bridge.untrusted import SafeFormatter
 
 log = logging.getLogger("bridge.cli")
 
@@ -167,7 +167,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 
 def refused_eviction(settings: Settings) -> str | None:
     """A configured Redis whose maxmemory-policy can evict the bridge's keys (the embedded one cannot)."""
-    from bridge.redis_memory import refuse_eviction
+    from bridge.clients.redis_memory import refuse_eviction
 
     if settings.redis.url is None:
         return None
@@ -194,7 +194,7 @@ def cmd_demo(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 async def _demo(settings: Settings) -> int:
-    from bridge.demo import demo_settings, seed
+    from bridge.commands.demo import demo_settings, seed
     from bridge.runtime import open_runtime
 
     async with open_runtime(demo_settings(settings)) as runtime:

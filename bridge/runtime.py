@@ -12,25 +12,25 @@ from typing import TextIO
 import httpx
 import redis.asyncio as redis
 
-from bridge.delivery.dispatcher import Dispatcher
+from bridge.clients.embedded import EmbeddedRedis
+from bridge.clients.http import build_http_client
+from bridge.clients.redis_client import build_redis
+from bridge.clients.redis_memory import RedisMemory
+from bridge.core.health import Health
+from bridge.core.metrics import Metrics
+from bridge.core.urls import mask_url
+from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.factory import build_delivery, build_dispatcher, build_groupers, settings_concurrency
-from bridge.delivery.undeliverable import UndeliverableStore
-from bridge.delivery.workers import Delivery
-from bridge.embedded import EmbeddedRedis
-from bridge.health import Health
-from bridge.http import build_http_client
-from bridge.metrics import Metrics
-from bridge.pipeline import Pipeline
-from bridge.redis_client import build_redis
-from bridge.redis_memory import RedisMemory
-from bridge.runbooks import RunbookCatalog
+from bridge.delivery.service import Delivery
+from bridge.drain.pipeline import Pipeline
 from bridge.settings import Settings
 from bridge.sources.build import Built, build_kind_sources
 from bridge.sources.kind_port import kind_ports
 from bridge.sources.redis_list import RedisListSource
-from bridge.summarize.base import Summarizer
+from bridge.stores.undeliverable_records import UndeliverableStore
 from bridge.summarize.factory import build_summarizer
-from bridge.urls import mask_url
+from bridge.summarize.port import Summarizer
+from bridge.summarize.runbooks import RunbookCatalog
 
 log = logging.getLogger(__name__)
 

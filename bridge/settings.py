@@ -7,10 +7,10 @@ reference (`bridge.commands.config_reference`) is generated from them.
 The sections live beside what reads them: bridge/config/ (server, redis,
 sources, the smaller sections), each sink type's table in its plug-in module
 (bridge/sinks/<type>.py, listed in bridge/sinks/registry.py), each source
-kind's table in bridge/sources/config.py. This module assembles them.
+kind's table in bridge/sources/kind_settings.py. This module assembles them.
 
 Secrets are `SecretStr` of one shape, `x` / `x_env` / `x_file`
-(bridge/secret_fields.py). `load_settings` merges file and environment, reads
+(bridge/config/secrets.py). `load_settings` merges file and environment, reads
 the secrets, then validates once: validators only check shapes, never do I/O,
 never mutate a model. See docs/design.md, section 6.
 """
@@ -26,8 +26,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, Field, PlainValidator, SerializeAsAny, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from bridge.config.base import NAME_RE, check_http_url
+from bridge.config.env import (
+    CONFIG_ENV,
+    ENV_PREFIX,
+    UnknownVariable,
+    deep_merge,
+    env_overrides,
+    unknown_variables,
+)
 from bridge.config.redis import RedisSettings, ServerSettings, default_consumer_id
+from bridge.config.secrets import OneOf, resolve_secrets
+from bridge.config.section import NAME_RE, check_http_url
 from bridge.config.sections import (
     ConsoleSettings,
     DeliverySettings,
@@ -38,21 +47,12 @@ from bridge.config.sections import (
     SeveritySettings,
 )
 from bridge.config.sources import ListSourcesSettings
-from bridge.env_config import (
-    CONFIG_ENV,
-    ENV_PREFIX,
-    UnknownVariable,
-    deep_merge,
-    env_overrides,
-    unknown_variables,
-)
-from bridge.errors import ConfigError
-from bridge.models import Severity
-from bridge.secret_fields import OneOf, resolve_secrets
-from bridge.sinks.config import GroupBy, SinkSettingsBase
+from bridge.core.errors import ConfigError
+from bridge.core.models import Severity
 from bridge.sinks.console import ConsoleSinkSettings
 from bridge.sinks.pagerduty import PagerDutySinkSettings
 from bridge.sinks.registry import SINKS
+from bridge.sinks.sink_settings import GroupBy, SinkSettingsBase
 from bridge.sinks.slack import SlackSinkSettings
 from bridge.sinks.webhook import WebhookSinkSettings
 from bridge.sources.registry import KINDS

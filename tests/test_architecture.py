@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "bridge"
 DOC = ROOT / "docs" / "architecture.md"
 
-KNOWN_CYCLES: list[set[str]] = []  # none: the one drain (bridge/pipeline.py) removed the last
+KNOWN_CYCLES: list[set[str]] = []  # none: the one drain (bridge/drain/pipeline.py) removed the last
 
 
 def modules() -> dict[str, Path]:

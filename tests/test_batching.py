@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bridge.batching import Batcher
+from bridge.clients.batching import Batcher
 
 pytestmark = pytest.mark.asyncio
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.cause import cause_key, cause_of, dependency
-from bridge.fingerprint import fingerprint
+from bridge.intake.cause import cause_key, cause_of, dependency
+from bridge.intake.fingerprint import fingerprint
 
 # Error texts as the sources build them (bridge/sources/*: `<class>: <message>` or a traceback),
 # shaped after errors reported against Sidekiq, Celery, RQ and BullMQ apps.

@@ -19,10 +19,10 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.cause import cause_key
+from bridge.core.resolves import incident_key
 from bridge.delivery.resolve import enqueue_resolve
-from bridge.resolves import incident_key
+from bridge.intake.cause import cause_key
+from bridge.stores import keys
 from tests.support.bridge_process import start_bridge
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply

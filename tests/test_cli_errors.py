@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from bridge.exit_codes import EXIT_CODES, exit_codes_help, exit_codes_table
+from bridge.core.exit_codes import EXIT_CODES, exit_codes_help, exit_codes_table
 from tests.conftest import envelope_entry
 from tests.support.ops import ROOT, clean_env, write_config
 

@@ -14,14 +14,14 @@ import pytest
 import redis.asyncio as aioredis
 from fastapi import FastAPI
 
-from bridge import keys
 from bridge.config.console_auth import ConsoleAuthSettings
 from bridge.console.api import build_api
 from bridge.console.auth import Authenticator
 from bridge.console.wiring import build_console
-from bridge.errors import ConfigError
+from bridge.core.errors import ConfigError
 from bridge.runtime import Runtime, open_runtime
 from bridge.settings import Settings
+from bridge.stores import keys
 from tests.conftest import envelope_entry
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply

@@ -15,9 +15,9 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
 from bridge.console import bulk as bulk_module
 from bridge.settings import Settings
+from bridge.stores import keys
 from tests.conftest import envelope_entry
 from tests.test_console_api import AUTH, rig
 from tests.test_console_roles import ROLE_TOKENS, bearer

@@ -7,11 +7,11 @@ import json
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
 from bridge.console.entries import DeliveryReader, Record, runbook_link
-from bridge.delivery.grouping import group_key
-from bridge.handoff import entry_record
 from bridge.settings import SinkSettings, SlackSinkSettings, WebhookSinkSettings
+from bridge.stores import keys
+from bridge.stores.groups import group_key
+from bridge.stores.handoff import entry_record
 from tests.support.receiver import make_alert
 
 MS = 1_800_000_000_000
@@ -80,9 +80,9 @@ def test_only_the_bridges_own_runbook_links_are_clickable() -> None:
 
 
 async def test_the_hand_off_writes_a_record_and_the_minutes_counts(aredis: aioredis.Redis) -> None:
-    from bridge.delivery.queue import SinkQueue
-    from bridge.handoff import HandOff
-    from bridge.sources.base import Claimed, entry_digest
+    from bridge.sources.port import Claimed, entry_digest
+    from bridge.stores.handoff import HandOff
+    from bridge.stores.sink_queue import SinkQueue
 
     handoff = HandOff(aredis, "test-1", 2, {"s1": SinkQueue(aredis, "s1")})
     raws = [f"a{i}".encode() for i in range(3)]

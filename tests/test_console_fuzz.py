@@ -16,9 +16,9 @@ import uvicorn
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 
-from bridge import keys
 from bridge.app import create_app
 from bridge.settings import Settings
+from bridge.stores import keys
 from tests.conftest import envelope_entry
 from tests.support.redis_server import free_port
 

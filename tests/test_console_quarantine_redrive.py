@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import redis.asyncio as aioredis
 
-from bridge import keys
 from bridge.settings import Settings
+from bridge.stores import keys
 from tests.test_console_api import AUTH, rig
 
 DLQ = "dead_letter:orders"

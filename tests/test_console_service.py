@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
-from bridge import keys
 from bridge.console.service import ConsoleService, KindRef
 from bridge.settings import Settings
 from bridge.sources.kinds import KindRecord, Receipt
+from bridge.stores import keys
 
 
 @dataclass

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from bridge import keys
+from bridge.stores import keys
 from tests.support.bridge_process import kill9, start_bridge, wait_healthz, write_config
 from tests.support.redis_server import free_port
 

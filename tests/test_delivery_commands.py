@@ -10,8 +10,8 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from bridge import keys
 from bridge.settings import Settings
+from bridge.stores import keys
 from tests.support.bridge_process import write_config
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply, dispatch, make_alert, open_delivery

@@ -13,10 +13,10 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from bridge import keys
-from bridge.health import Status
-from bridge.models import Severity
+from bridge.core.health import Status
+from bridge.core.models import Severity
 from bridge.settings import Settings
+from bridge.stores import keys
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply, dispatch, make_alert, open_delivery, sample
 from tests.support.redis_server import free_port

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.delivery.hold import SharedHold
-from bridge.delivery.limiter import HEADROOM, RateLimiter, receiver_ref
 from bridge.settings import Settings
+from bridge.stores import keys
+from bridge.stores.hold import SharedHold
+from bridge.stores.limits import HEADROOM, RateLimiter, receiver_ref
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply
 
@@ -88,7 +88,7 @@ async def test_a_webhook_s_429_holds_every_process_though_webhooks_are_not_paced
     make_settings: Callable[..., Settings], aredis: aioredis.Redis, tmp_path: Path
 ) -> None:
     """Each replica sends one alert every 0.25 s; one gets 429 Retry-After: 3. The others learn
-    of the hold within a second (`bridge/delivery/hold.py`) and send nothing more until it ends."""
+    of the hold within a second (`bridge/stores/hold.py`) and send nothing more until it ends."""
     receiver = Receiver(script=[Reply(), Reply(), Reply(429, {"Retry-After": "3"})])
     async with serve(receiver.app) as url:
         make_settings(sinks=[{"name": "api", "type": "webhook", "url": f"{url}/in", "secret": "s"}], delivery=FAST)

@@ -12,12 +12,12 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from bridge import keys
-from bridge.delivery.queue import SinkQueue
-from bridge.handoff import HandOff
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
-from bridge.sources.base import Claimed
+from bridge.sources.port import Claimed
+from bridge.stores import keys
+from bridge.stores.handoff import HandOff
+from bridge.stores.sink_queue import SinkQueue
 from tests.conftest import envelope_entry
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, make_alert

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
+from bridge.stores import keys
 from tests.support.bridge_process import archived, kill_at_random_points, remaining, run_until, write_config
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply

@@ -16,14 +16,14 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from bridge.delivery.deliver import Deliverer, Result, Route
+from bridge.clients.http import build_http_client
+from bridge.core.health import Health
+from bridge.core.metrics import Metrics
+from bridge.core.models import Alert
 from bridge.delivery.factory import build_ledger, build_routes
-from bridge.delivery.ledger import Ledger
-from bridge.health import Health
-from bridge.http import build_http_client
-from bridge.metrics import Metrics
-from bridge.models import Alert
+from bridge.delivery.send import Deliverer, Result, Route
 from bridge.settings import Settings
+from bridge.stores.ledger import Ledger
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply, make_alert
 

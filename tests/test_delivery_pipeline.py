@@ -9,10 +9,10 @@ from collections.abc import Callable
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.delivery.undeliverable import UndeliverableStore
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
+from bridge.stores import keys
+from bridge.stores.undeliverable_records import UndeliverableStore
 from tests.conftest import envelope_entry
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply

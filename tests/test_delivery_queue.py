@@ -8,9 +8,9 @@ import redis.asyncio as aioredis
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.delivery.queue import SinkQueue
-from bridge.items import MAX_URGENCY, item_id, order_score
-from bridge.models import Severity
+from bridge.core.items import MAX_URGENCY, item_id, order_score
+from bridge.core.models import Severity
+from bridge.stores.sink_queue import SinkQueue
 
 NOW_MS = int(time.time() * 1000)  # a real ms timestamp, ≈ 1.8e12
 REAL_MS = st.integers(min_value=NOW_MS - 10 * 365 * 86_400_000, max_value=NOW_MS + 80 * 365 * 86_400_000)
@@ -116,7 +116,7 @@ def test_every_script_touches_one_cluster_slot() -> None:
     """The hand-off (source's slot) and the sink-queue scripts (sink's slot) each stay in one slot."""
     from redis.crc import key_slot
 
-    from bridge import keys
+    from bridge.stores import keys
 
     for source in ("dead_letter:orders", "dead_letter:{carts}:eu"):
         handoff = [keys.processing(source, "pod-1"), keys.alerted(source), keys.outbox(source)]
@@ -132,8 +132,8 @@ def test_every_script_touches_one_cluster_slot() -> None:
 async def test_a_take_with_reservations_reserves_skips_the_delivered_and_the_ack_marks(
     aredis: aioredis.Redis,
 ) -> None:
-    from bridge import keys
-    from bridge.delivery.ledger import Ledger
+    from bridge.stores import keys
+    from bridge.stores.ledger import Ledger
 
     ledger = Ledger(aredis, ttl_s=3600, reservation_ttl_s=30, owner="pod-1")
     queue = SinkQueue(aredis, "hook")

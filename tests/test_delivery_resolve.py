@@ -10,14 +10,14 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from bridge.core.models import Severity
 from bridge.delivery.factory import build_delivery, build_groupers
-from bridge.delivery.queue import SinkQueue
 from bridge.delivery.resolve import enqueue_resolve, parse_resolve
-from bridge.delivery.undeliverable import UndeliverableStore
-from bridge.delivery.workers import Delivery
-from bridge.models import Severity
+from bridge.delivery.service import Delivery
 from bridge.settings import Settings
 from bridge.sinks.pagerduty import dedup_key
+from bridge.stores.sink_queue import SinkQueue
+from bridge.stores.undeliverable_records import UndeliverableStore
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply, make_alert, open_delivery
 

@@ -13,9 +13,9 @@ import pytest
 import respx
 from pydantic import SecretStr
 
+from bridge.clients.http import build_http_client, parse_retry_after
+from bridge.core.errors import SinkError, SinkPermanent, SinkRetryable
 from bridge.delivery.retry import backoff_s, is_retryable, retrying, wait_s
-from bridge.errors import SinkError, SinkPermanent, SinkRetryable
-from bridge.http import build_http_client, parse_retry_after
 from bridge.settings import DeliverySettings, HttpSettings
 from bridge.sinks.slack import SlackSink
 from tests.support.receiver import make_alert

@@ -9,25 +9,25 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bridge.delivery.deliver import Deliverer, Route
-from bridge.delivery.dispatcher import Dispatcher
-from bridge.delivery.ledger import Ledger
+from bridge.core.errors import SinkPermanent
+from bridge.core.health import Health
+from bridge.core.items import item_id, now_ms
+from bridge.core.metrics import Metrics
+from bridge.core.models import Alert, Severity
+from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.monitor import QueueMonitor
-from bridge.delivery.queue import SinkQueue
-from bridge.delivery.undeliverable import UndeliverableStore
-from bridge.delivery.worker import SinkWorker
-from bridge.errors import SinkPermanent
-from bridge.health import Health
-from bridge.items import item_id, now_ms
-from bridge.metrics import Metrics
-from bridge.models import Alert, Severity
+from bridge.delivery.send import Deliverer, Route
+from bridge.delivery.sink_worker import SinkWorker
 from bridge.settings import ConsoleSinkSettings, DeliverySettings
+from bridge.stores.ledger import Ledger
+from bridge.stores.sink_queue import SinkQueue
+from bridge.stores.undeliverable_records import UndeliverableStore
 from tests.support.receiver import make_alert, sample
 
 
 @dataclass(frozen=True)
 class Note:
-    """The fields of `bridge.models.Notification` a worker and the deliverer use."""
+    """The fields of `bridge.core.models.Notification` a worker and the deliverer use."""
 
     sink: str
     group_key: str

@@ -5,7 +5,7 @@ the Deployment holds what operators rely on (2 replicas, consumer id from the
 pod name, /healthz probes, resources, a grace period above the bridge's,
 secrets by file, the ConfigMap's TOML loadable by the real settings loader).
 Compose parses and points at files that exist. Prometheus rules and the
-Grafana dashboard use only metric names that bridge/metrics.py defines.
+Grafana dashboard use only metric names that bridge/core/metrics.py defines.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bridge.metrics import Metrics
+from bridge.core.metrics import Metrics
 from bridge.settings import ServerSettings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,7 +197,7 @@ def test_compose_config_loads(tmp_path: Path) -> None:
 # ---- observability ------------------------------------------------------------
 
 def exported_names() -> set[str]:
-    """Every series name bridge/metrics.py can export (histogram/counter suffixes included)."""
+    """Every series name bridge/core/metrics.py can export (histogram/counter suffixes included)."""
     names = set()
     for family in Metrics().registry.collect():
         names.add(family.name)

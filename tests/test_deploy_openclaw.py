@@ -127,7 +127,7 @@ def docs_bridge_toml() -> str:
 
 def test_docs_token_rules_match_the_behaviour() -> None:
     """docs/openclaw.md: the token is required by default; `token_env = ""` means no auth."""
-    from bridge.errors import ConfigError
+    from bridge.core.errors import ConfigError
 
     toml = docs_bridge_toml()
     assert "REQUIRED by default" in toml and '# token_env = ""' in toml

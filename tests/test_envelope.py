@@ -5,10 +5,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.envelope import raw_digest
-from bridge.intake import normalize
-from bridge.models import DeadLetter
-from bridge.pipeline import intake
+from bridge.core.models import DeadLetter
+from bridge.drain.pipeline import intake
+from bridge.intake.chain import normalize
+from bridge.intake.envelope import raw_digest
 from bridge.settings import SourcesSettings
 from tests.conftest import envelope_entry
 

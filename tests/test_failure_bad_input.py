@@ -18,10 +18,10 @@ from urllib.parse import unquote
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.envelope import raw_digest
+from bridge.intake.envelope import raw_digest
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
+from bridge.stores import keys
 from tests.corpus_gen import PLANTED_SECRETS, corpus
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import serve

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
 from bridge.runtime import Runtime, open_runtime
 from bridge.settings import Settings
+from bridge.stores import keys
 from tests.conftest import envelope_entry
 from tests.support.fake_gateway import FakeGateway, valid_reply
 from tests.support.http_server import serve

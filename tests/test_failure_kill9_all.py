@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
+from bridge.stores import keys
 from tests.support.bridge_process import (
     archived,
     kill_at_random_points,

@@ -18,8 +18,8 @@ import httpx
 import pytest
 import redis
 
-from bridge import keys
-from bridge.embedded import redis_server_binary
+from bridge.clients.embedded import redis_server_binary
+from bridge.stores import keys
 from tests.support.bridge_process import kill9, start_bridge, wait_healthz, write_config
 from tests.support.ops import clean_env
 from tests.support.redis_server import free_port

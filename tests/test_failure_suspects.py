@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
+from bridge.stores import keys
 from tests.support.bridge_process import (
     kill9,
     run_until,

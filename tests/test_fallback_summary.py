@@ -3,12 +3,12 @@ from __future__ import annotations
 import io
 import json
 
-from bridge.intake import normalize
-from bridge.models import Alert, Severity, SummarySource
-from bridge.runbooks import RunbookCatalog
+from bridge.core.models import Alert, Severity, SummarySource
+from bridge.intake.chain import normalize
 from bridge.sinks.console import ConsoleSink
 from bridge.sinks.slack import render_card as slack_card
 from bridge.summarize.fallback import FallbackSummarizer
+from bridge.summarize.runbooks import RunbookCatalog
 from tests.conftest import envelope_entry
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 
 from bridge.settings import OpenClawSettings
-from bridge.summarize.gate import FleetGate, GateSnapshot, read_gate
+from bridge.stores.gateway_gate import FleetGate, GateSnapshot, read_gate
 
 
 async def test_the_console_reads_the_fleet_gate_as_the_replicas_left_it(aredis: aioredis.Redis) -> None:

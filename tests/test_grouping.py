@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.delivery.grouping import Grouper, group_key
-from bridge.metrics import Metrics
-from bridge.models import Alert, Notification, Severity
+from bridge.core.metrics import Metrics
+from bridge.core.models import Alert, Notification, Severity
 from bridge.settings import SlackSinkSettings, WebhookSinkSettings
+from bridge.stores import keys
+from bridge.stores.groups import Grouper, group_key
 from tests.support.receiver import make_alert, sample
 
 T0 = 1_800_000_000.0
@@ -323,7 +323,7 @@ async def test_a_renewed_lease_keeps_a_slow_delivery_its_own(aredis: aioredis.Re
 CLAIMANT = """
 import asyncio, os, signal, sys
 import redis.asyncio as aioredis
-from bridge.delivery.grouping import Grouper
+from bridge.stores.groups import Grouper
 from bridge.settings import SlackSinkSettings
 
 async def main() -> None:

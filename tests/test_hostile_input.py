@@ -21,15 +21,15 @@ import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge import secret_patterns
-from bridge.errors import SinkPermanent
-from bridge.intake import normalize
-from bridge.keys import queue_of
-from bridge.redact import CUT_MARK, MAX_MATCHES, REDACTED, is_sensitive_key, redact_id, redact_text
+from bridge.core.errors import SinkPermanent
+from bridge.core.names import queue_of
+from bridge.core.untrusted import SafeFormatter, escape_controls, is_invisible, strip_invisible
+from bridge.intake import secret_patterns
+from bridge.intake.chain import normalize
+from bridge.intake.redact import CUT_MARK, MAX_MATCHES, REDACTED, is_sensitive_key, redact_id, redact_text
 from bridge.sinks.http_errors import check_response
 from bridge.summarize.reply import URL_REMOVED
 from bridge.summarize.salvage import salvage_reply
-from bridge.untrusted import SafeFormatter, escape_controls, is_invisible, strip_invisible
 
 ALNUM = string.ascii_letters + string.digits
 UPPER_NUM = string.ascii_uppercase + string.digits

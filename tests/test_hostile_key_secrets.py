@@ -17,13 +17,14 @@ import httpx
 import redis
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.models import Severity
-from bridge.quarantine import quarantine_alert
-from bridge.redact import redact_key_name
+from bridge.core import names
+from bridge.core.models import Severity
+from bridge.drain.quarantine import quarantine_alert
+from bridge.intake.redact import redact_key_name
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
-from bridge.sources.base import entry_digest
+from bridge.sources.port import entry_digest
+from bridge.stores import keys
 from tests.support.bridge_process import start_bridge, wait_for, wait_healthz, write_config
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import ThreadedServer
@@ -105,4 +106,4 @@ async def test_a_quarantine_alert_and_a_pipeline_record_hide_the_key_names_secre
     assert not [d for d in dumped if SECRET in d]
     assert alerts[0].dead_letter.source_key != alerts[1].dead_letter.source_key, "names stay distinct"
     assert redact_key_name(f"dead_letter:x:password={SECRET}2") != redact_key_name(SOURCES[0])
-    assert redact_key_name("dead_letter:\xff\r\n") == keys.display("dead_letter:\xff\r\n"), "escaped as before"
+    assert redact_key_name("dead_letter:\xff\r\n") == names.display("dead_letter:\xff\r\n"), "escaped as before"

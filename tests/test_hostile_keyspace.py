@@ -13,11 +13,12 @@ import httpx
 import redis
 import redis.asyncio as aioredis
 
-from bridge import keys
+from bridge.core import names
 from bridge.runtime import open_runtime
 from bridge.settings import SourcesSettings
 from bridge.sources.redis_list import RedisListSource
 from bridge.sources.tracking import SourceTracker
+from bridge.stores import keys
 from tests.support.bridge_process import start_bridge, wait_for, wait_healthz, write_config
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import ThreadedServer
@@ -49,9 +50,9 @@ def test_drained_dlqs_make_room_first_and_leave_after_the_sticky_window() -> Non
     assert tracker.sources == []
 
 
-async def test_non_utf8_and_control_key_names_are_claimed_byte_exact(aredis: aioredis.Redis) -> None:
-    names = [b"dead_letter:\xff\xfe", b"dead_letter:red\x1b[31m\n"]
-    for name in names:
+async def test_non_utf8_and_control_dlq_names_are_claimed_byte_exact(aredis: aioredis.Redis) -> None:
+    dlq_names = [b"dead_letter:\xff\xfe", b"dead_letter:red\x1b[31m\n"]
+    for name in dlq_names:
         await aredis.lpush(name, b'{"job_id": "x"}')
     src = RedisListSource(aredis, SourcesSettings(), "c1")
     await src.rescan()
@@ -59,10 +60,10 @@ async def test_non_utf8_and_control_key_names_are_claimed_byte_exact(aredis: aio
     assert all(c is not None for c in claimed)
     for c in claimed:
         assert c is not None and await src.finish(c)
-    for name in names:
+    for name in dlq_names:
         assert not await aredis.exists(name)
-        assert await aredis.lrange(keys.encode(keys.alerted(keys.decode(name))), 0, -1) == [b'{"job_id": "x"}']
-    shown = sorted(keys.display(c.source_key) for c in claimed if c is not None)
+        assert await aredis.lrange(names.encode(keys.alerted(names.decode(name))), 0, -1) == [b'{"job_id": "x"}']
+    shown = sorted(names.display(c.source_key) for c in claimed if c is not None)
     assert shown == sorted(["dead_letter:red\\u001b[31m\\u000a", "dead_letter:\\xff\\xfe"])
 
 
@@ -158,7 +159,7 @@ def test_depth_series_of_a_gone_dlq_is_removed_after_the_sticky_window_and_names
             proc.wait(timeout=30)
     bodies = {json.loads(r.body)["job_id"]: json.loads(r.body) for r in receiver.requests}
     assert bodies["bytes-1"]["source_key"] == "dead_letter:\\xff\\xfe"
-    assert clean_redis.llen(keys.encode(keys.alerted(keys.decode(b"dead_letter:\xff\xfe")))) == 1
+    assert clean_redis.llen(names.encode(keys.alerted(names.decode(b"dead_letter:\xff\xfe")))) == 1
 
 
 def _metrics(port: int) -> str:

@@ -15,9 +15,9 @@ from urllib.parse import unquote
 
 import redis.asyncio as aioredis
 
-from bridge import keys
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
+from bridge.stores import keys
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver

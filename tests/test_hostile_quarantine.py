@@ -20,11 +20,11 @@ import pytest
 import redis
 import uvicorn
 
-from bridge import keys
-from bridge import pipeline as pipeline_module
 from bridge.app import create_app
-from bridge.models import DeadLetter
+from bridge.core.models import DeadLetter
+from bridge.drain import pipeline as pipeline_module
 from bridge.settings import Settings
+from bridge.stores import keys
 from tests.support.bridge_process import kill9, start_bridge, wait_for, wait_healthz, write_config
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import ThreadedServer
@@ -157,7 +157,7 @@ def test_healthz_and_heartbeat_keep_ticking_while_one_entry_runs_away(
 
 
 async def test_a_runaway_call_is_abandoned_and_replaced_and_errors_come_back() -> None:
-    from bridge.offloop import DeadlineExceeded, OffLoop
+    from bridge.core.offloop import DeadlineExceeded, OffLoop
 
     offloop = OffLoop(1)
     release = threading.Event()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from bridge.models import Severity
+from bridge.core.models import Severity
 from bridge.settings import SeveritySettings
 from tests.support.bridge_process import start_bridge, wait_for, wait_healthz, write_config
 from tests.support.fake_gateway import FakeGateway

@@ -2,7 +2,7 @@
 
 The real runtime drains real Redis into a signed webhook, PagerDuty and the console (local
 receivers): the Idempotency-Key, the PagerDuty dedup_key and the console card all name the job,
-read by a streamed parse of the entry's top-level fields (bridge/streamed_fields.py).
+read by a streamed parse of the entry's top-level fields (bridge/intake/streamed_fields.py).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from urllib.parse import unquote
 
 import redis.asyncio as aioredis
 
-from bridge import keys
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
+from bridge.stores import keys
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply
 
@@ -96,7 +96,7 @@ async def test_a_quarantined_job_is_named_and_alerts_again_after_redrive_quarant
 ) -> None:
     """Quarantine alert `quarantined:<id>`; `redrive --quarantine`; the job's own alert is not held back."""
     from bridge.cli import main
-    from bridge.envelope import raw_digest
+    from bridge.intake.envelope import raw_digest
 
     raw = json.dumps({"job_id": "poison-7", "job_name": "Explode", "last_error": "boom"}).encode()
     await aredis.set(keys.claims("dead_letter:poison", raw_digest(raw)), 3)  # three deaths already counted

@@ -5,7 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis.crc import key_slot
 
-from bridge import keys
+from bridge.core import names
+from bridge.stores import keys
 
 
 @pytest.mark.parametrize(
@@ -73,7 +74,7 @@ def _derived(source: str) -> list[str]:
 KEY_TEXT = (
     st.text(st.sampled_from("{}:ab\x00é"), max_size=12)
     | st.text(max_size=24)
-    | st.binary(max_size=16).map(keys.decode)  # not UTF-8: the bytes survive surrogateescape
+    | st.binary(max_size=16).map(names.decode)  # not UTF-8: the bytes survive surrogateescape
 )
 
 
@@ -81,10 +82,10 @@ KEY_TEXT = (
 @settings(max_examples=400, deadline=None)
 def test_every_derived_key_hashes_to_the_dlq_slot_and_parses_back(tail: str) -> None:
     """Redis's own rule, as redis-py computes it (`redis.crc.key_slot`), for any key name."""
-    source = keys.DLQ_PREFIX + tail
-    slot = key_slot(keys.encode(source))
-    assert keys.key_slot(keys.encode(source)) == slot
+    source = names.DLQ_PREFIX + tail
+    slot = key_slot(names.encode(source))
+    assert keys.key_slot(names.encode(source)) == slot
     for name in _derived(source):
-        assert key_slot(keys.encode(name)) == slot, name
+        assert key_slot(names.encode(name)) == slot, name
     assert keys.parse_processing(keys.processing(source, "c-1")) == keys.ProcessingKey(source, "c-1")
     assert keys.parse_alerted(keys.alerted(source)) == source

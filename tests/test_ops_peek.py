@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from bridge import keys
 from bridge.cli import main
+from bridge.stores import keys
 from tests.conftest import envelope_entry
 from tests.support.ops import write_config
 from tests.support.redis_server import TEST_DB
@@ -153,10 +153,10 @@ def test_peek_groups_shows_each_open_group_with_its_jobs(
 
     import redis.asyncio as aioredis
 
-    from bridge.delivery.grouping import Grouper
-    from bridge.intake import normalize
-    from bridge.models import Alert, Severity, Summary, SummarySource
+    from bridge.core.models import Alert, Severity, Summary, SummarySource
+    from bridge.intake.chain import normalize
     from bridge.settings import SlackSinkSettings
+    from bridge.stores.groups import Grouper
 
     sink = {"name": "ops-slack", "type": "slack", "url": "https://hooks.example/x"}
     config = write_config(tmp_path / "g.toml", redis_url, sinks=[sink])

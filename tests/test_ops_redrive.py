@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from bridge import keys
 from bridge.cli import main
-from bridge.redrive import reset_attempts
+from bridge.stores import keys
+from bridge.stores.requeue import reset_attempts
 from tests.conftest import envelope_entry
 from tests.support.ops import ROOT, clean_env, write_config
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from bridge import keys
+from bridge.stores import keys
 from tests.support.ops import ROOT, clean_env
 from tests.test_ops_redrive import config, redrive
 

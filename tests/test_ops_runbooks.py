@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bridge.cli import COMMANDS
-from bridge.runbooks import RunbookCatalog
+from bridge.summarize.runbooks import RunbookCatalog
 
 ROOT = Path(__file__).resolve().parents[1]
 OPS = ROOT / "runbooks" / "operations"

@@ -17,9 +17,9 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
+from bridge.stores import keys
 from tests.conftest import envelope_entry
 from tests.support.bridge_process import kill9, start_bridge, write_config
 from tests.support.redis_server import free_port

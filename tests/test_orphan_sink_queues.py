@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.delivery.queue import SinkQueue
-from bridge.items import item_id, now_ms
+from bridge.core.items import item_id, now_ms
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
+from bridge.stores import keys
+from bridge.stores.sink_queue import SinkQueue
 from tests.support.http_server import serve
 from tests.support.ops import cli, write_config
 from tests.support.receiver import Receiver, make_alert

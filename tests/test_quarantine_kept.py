@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 import redis.asyncio as aioredis
 
-from bridge import keys
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
-from bridge.sources.base import entry_digest
+from bridge.sources.port import entry_digest
+from bridge.stores import keys
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply
 

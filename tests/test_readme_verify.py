@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.signing import SignatureError, verify
+from bridge.sinks.signing import SignatureError, verify
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADERS = {"webhook-id": "msg_1", "webhook-timestamp": "1", "webhook-signature": "v1,AAAA"}
@@ -26,6 +26,6 @@ def test_a_bad_request_and_a_malformed_secret_are_both_signature_error() -> None
 @pytest.mark.parametrize("doc", ["README.md", "docs/webhooks.md"])
 def test_the_verify_snippet_names_both(doc: str) -> None:
     text = (ROOT / doc).read_text(encoding="utf-8")
-    snippet = text.split("from bridge.signing import SignatureError, verify", 1)[1].split("```", 1)[0]
+    snippet = text.split("from bridge.sinks.signing import SignatureError, verify", 1)[1].split("```", 1)[0]
     assert "except SignatureError" in snippet
     assert "except ValueError" not in snippet

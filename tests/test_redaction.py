@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from bridge.intake import normalize
-from bridge.redact import REDACTED, is_sensitive_key, redact_text
+from bridge.intake.chain import normalize
+from bridge.intake.redact import REDACTED, is_sensitive_key, redact_text
 
 SECRETS = [
     "hunter2-very-secret",

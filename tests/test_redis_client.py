@@ -1,4 +1,4 @@
-"""The Redis client factory (bridge/redis_client.py): cluster settings and how cluster failures surface."""
+"""The Redis client factory (bridge/clients/redis_client.py): cluster settings and how cluster failures surface."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from redis.asyncio.cluster import ClusterPipeline, RedisCluster
 from redis.exceptions import RedisError, SlotNotCoveredError
 
-from bridge.redis_client import BridgeCluster, as_cluster, build_redis
+from bridge.clients.redis_client import BridgeCluster, as_cluster, build_redis
 from bridge.settings import RedisSettings
 
 

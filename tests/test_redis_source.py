@@ -10,10 +10,10 @@ from collections.abc import Callable
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
 from bridge.runtime import open_runtime
 from bridge.settings import Settings, SourcesSettings
 from bridge.sources.redis_list import RedisListSource
+from bridge.stores import keys
 from tests.conftest import envelope_entry
 
 
@@ -141,7 +141,7 @@ async def test_a_claim_whose_reply_was_lost_is_returned_and_processed(
 ) -> None:
     """An entry in our own processing list that no worker holds (LMOVE reply lost), planted once
     start-up (which returns a previous run's list) is over: the periodic sweep returns it."""
-    caplog.set_level(logging.INFO, logger="bridge.pipeline")
+    caplog.set_level(logging.INFO, logger="bridge.drain.pipeline")
     settings = make_settings(sources={"reap_interval_s": 0.2})
     out = io.StringIO()
     async with open_runtime(settings, stdout=out) as runtime:
@@ -175,7 +175,7 @@ async def test_cancelling_the_pipeline_cancels_in_flight_deliveries_and_puts_the
     The entries were handed off (archived) before their deliveries started; the cancelled
     deliveries go back to the sink queue, ready for the next run (docs/design.md, section 5b).
     """
-    from bridge.delivery.queue import SinkQueue
+    from bridge.stores.sink_queue import SinkQueue
     from tests.support.http_server import serve
     from tests.support.receiver import Receiver, Reply
 

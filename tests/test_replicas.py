@@ -1,11 +1,11 @@
-"""`[redis] wait_replicas` on one server (bridge/replicas.py)."""
+"""`[redis] wait_replicas` on one server (bridge/clients/replicas.py)."""
 
 from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from bridge.metrics import Metrics
-from bridge.replicas import ReplicaWait
+from bridge.clients.replicas import ReplicaWait
+from bridge.core.metrics import Metrics
 
 SCRIPT = "redis.call('LPUSH', KEYS[1], ARGV[1]) return redis.call('LLEN', KEYS[1])"
 

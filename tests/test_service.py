@@ -13,8 +13,8 @@ import httpx
 import pytest
 import redis
 
-from bridge import keys
-from bridge.embedded import redis_server_binary
+from bridge.clients.embedded import redis_server_binary
+from bridge.stores import keys
 from bridge.summarize.prompt import unwrap_dead_letter
 from tests.support.bridge_process import kill9, start_bridge, wait_for, wait_healthz, write_config
 from tests.support.fake_gateway import FakeGateway
@@ -102,7 +102,7 @@ def test_zero_config_run_serves_healthz_and_drains_redis_cli_pushes(tmp_path: Pa
 
 
 def _answers(port: int) -> bool:
-    from bridge.embedded import port_answers
+    from bridge.clients.embedded import port_answers
 
     return port_answers(port)
 

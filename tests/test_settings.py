@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from bridge.cli import main
-from bridge.errors import ConfigError
-from bridge.models import Severity
+from bridge.core.errors import ConfigError
+from bridge.core.models import Severity
 from bridge.settings import (
     Settings,
     SlackSinkSettings,

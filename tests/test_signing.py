@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from bridge.signing import SignatureError, message_id, sign_headers, verify
+from bridge.sinks.signing import SignatureError, message_id, sign_headers, verify
 
 WHSEC = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
 BODY = b'{"type":"dlq.alert","queue":"orders","job_id":"j1"}'

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.silences import KEEP_ENDED_S, Silence, SilenceFilter, SilenceStore
 from bridge.sinks.registry import SINKS as REGISTRY
+from bridge.stores import keys
+from bridge.stores.silences import KEEP_ENDED_S, Silence, SilenceFilter, SilenceStore
 from tests.support.receiver import make_alert
 
 NOW = 1_800_000_000.0

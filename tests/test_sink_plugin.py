@@ -15,18 +15,18 @@ import pytest
 import redis.asyncio as aioredis
 from pydantic import Field
 
-from bridge import keys
 from bridge.commands.check import check_all
 from bridge.commands.config_reference import reference
-from bridge.errors import ConfigError
-from bridge.models import Alert, Notification
+from bridge.core.errors import ConfigError
+from bridge.core.models import Alert, Notification
 from bridge.runtime import open_runtime
 from bridge.settings import Settings, load_settings
-from bridge.silences import Silence, SilenceStore
-from bridge.sinks.config import SinkSettingsBase
 from bridge.sinks.http_errors import post
 from bridge.sinks.plugin import SinkPlugin
 from bridge.sinks.registry import SINKS
+from bridge.sinks.sink_settings import SinkSettingsBase
+from bridge.stores import keys
+from bridge.stores.silences import Silence, SilenceStore
 from tests.conftest import envelope_entry
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver

@@ -19,14 +19,14 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI
 from pydantic import SecretStr
 
-from bridge.cause import cause_key
 from bridge.console.api import build_api
 from bridge.console.auth import Authenticator
 from bridge.console.wiring import build_console
+from bridge.core.errors import SinkPermanent
+from bridge.core.models import Alert, Notification
+from bridge.core.resolves import Resolve, incident_key
 from bridge.delivery.factory import build_routes
-from bridge.errors import SinkPermanent
-from bridge.models import Alert, Notification
-from bridge.resolves import Resolve, incident_key
+from bridge.intake.cause import cause_key
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
 from bridge.sinks.alertmanager import AlertmanagerSink, matcher

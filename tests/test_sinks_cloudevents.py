@@ -12,8 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 from standardwebhooks import Webhook
 
-from bridge.errors import SinkRetryable
-from bridge.models import Notification
+from bridge.core.errors import SinkRetryable
+from bridge.core.models import Notification
 from bridge.settings import Settings
 from bridge.sinks.webhook import CloudFraming, WebhookSink
 from tests.sinks.runtime_contract import RuntimeContract

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from bridge.errors import SinkPermanent, SinkRetryable
-from bridge.models import Notification
+from bridge.core.errors import SinkPermanent, SinkRetryable
+from bridge.core.models import Notification
 from bridge.sinks.email import EmailSink, EmailSinkSettings, as_text
 from tests.sinks.runtime_contract import RuntimeContract
 from tests.sinks.test_sink_contract import SinkContract

@@ -16,14 +16,14 @@ import redis.asyncio as aioredis
 from pydantic import SecretStr
 from standardwebhooks import Webhook
 
-from bridge.delivery.grouping import Grouper
-from bridge.errors import SinkRetryable
-from bridge.models import Alert, GroupJob, Notification, NotificationKind, Severity, SummarySource
+from bridge.core.errors import SinkRetryable
+from bridge.core.models import Alert, GroupJob, Notification, NotificationKind, Severity, SummarySource
 from bridge.settings import PagerDutySinkSettings, SlackSinkSettings
 from bridge.sinks.console import ConsoleSink
 from bridge.sinks.pagerduty import PagerDutySink, dedup_key
 from bridge.sinks.slack import SlackSink, render_group_card
 from bridge.sinks.webhook import WebhookSink
+from bridge.stores.groups import Grouper
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply, make_alert
 from tests.test_sinks_slack import HOSTILE, all_texts, assert_no_mentions, assert_valid_card

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import redis.asyncio as aioredis
 from pydantic import SecretStr
 
-from bridge import keys
-from bridge.models import Notification, Severity
+from bridge.core.models import Notification, Severity
 from bridge.settings import Settings
 from bridge.sinks.pagerduty import PagerDutySink, dedup_key, render_event, render_group_event
+from bridge.stores import keys
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply, dispatch, make_alert, open_delivery, sample
 
@@ -101,8 +101,8 @@ def test_the_rendered_event_holds_the_key_only_as_routing_key() -> None:
 async def test_send_errors_never_show_the_key() -> None:
     """PagerDuty echoing the routing key in a 400 and a 500 (raw and JSON-escaped), and a refused
     connection: the errors carry the status, never the key."""
-    from bridge.errors import SinkError
-    from bridge.http import build_http_client
+    from bridge.clients.http import build_http_client
+    from bridge.core.errors import SinkError
     from bridge.settings import HttpSettings
     from tests.support.redis_server import free_port
 

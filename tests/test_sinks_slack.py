@@ -10,7 +10,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from slack_sdk.models.blocks import Block
 
-from bridge.models import Severity, SummarySource
+from bridge.core.models import Severity, SummarySource
 from bridge.settings import Settings
 from bridge.sinks.slack import escape, render_card
 from tests.support.http_server import serve

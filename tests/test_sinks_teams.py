@@ -14,8 +14,8 @@ import pytest
 import redis.asyncio as aioredis
 from pydantic import SecretStr
 
-from bridge.errors import SinkPermanent, SinkRetryable
-from bridge.models import Alert, GroupJob, Notification
+from bridge.core.errors import SinkPermanent, SinkRetryable
+from bridge.core.models import Alert, GroupJob, Notification
 from bridge.settings import Settings
 from bridge.sinks import teams_card
 from bridge.sinks.teams import TeamsSink

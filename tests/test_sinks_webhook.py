@@ -11,10 +11,10 @@ from collections.abc import Callable
 import redis.asyncio as aioredis
 from standardwebhooks import Webhook
 
-from bridge import keys
 from bridge.settings import Settings
-from bridge.signing import verify
+from bridge.sinks.signing import verify
 from bridge.sinks.webhook import header_key
+from bridge.stores import keys
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply, dispatch, make_alert, open_delivery
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bridge.solo import IntakeGate
+from bridge.drain.solo import IntakeGate
 
 
 async def test_a_suspect_waits_for_running_intakes_and_holds_back_new_ones() -> None:

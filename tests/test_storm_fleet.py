@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
+from bridge.stores import keys
 from tests.support.bridge_process import kill9, remaining, start_bridge, write_config
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply

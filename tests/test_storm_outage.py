@@ -33,7 +33,7 @@ import pytest
 import redis.asyncio as aioredis
 from fastapi import Request, Response
 
-from bridge import keys
+from bridge.stores import keys
 from tests.support.bridge_process import start_bridge, write_config
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import serve

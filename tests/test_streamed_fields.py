@@ -8,10 +8,10 @@ import logging
 import ijson
 import pytest
 
-from bridge.intake import normalize
-from bridge.models import Severity
-from bridge.quarantine import HEAD_BYTES, quarantine_alert
-from bridge.streamed_fields import backend, read_top_fields
+from bridge.core.models import Severity
+from bridge.drain.quarantine import HEAD_BYTES, quarantine_alert
+from bridge.intake.chain import normalize
+from bridge.intake.streamed_fields import backend, read_top_fields
 
 LIMIT = 1024 * 1024  # entries below are all over it: never parsed whole
 PAD = "p" * (2 * LIMIT)
@@ -40,7 +40,7 @@ def test_without_the_c_backend_the_python_one_reads_and_says_so_once(
     monkeypatch.setattr(ijson, "get_backend", no_c)
     backend.cache_clear()
     try:
-        with caplog.at_level(logging.WARNING, "bridge.streamed_fields"):
+        with caplog.at_level(logging.WARNING, "bridge.intake.streamed_fields"):
             for _ in range(2):
                 assert oversized(json.dumps({"x": PAD, "job_id": "py-backend"}).encode())[0] == "py-backend"
         assert backend().backend_name == "python"

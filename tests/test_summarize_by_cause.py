@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.intake import normalize
-from bridge.models import Summary
+from bridge.core.models import Summary
+from bridge.intake.chain import normalize
 from bridge.settings import Settings
+from bridge.stores import keys
 from bridge.summarize.prompt import unwrap_dead_letter
 from bridge.summarize.subject import SHARED
 from tests import test_summarize_gateway as gateway_tests

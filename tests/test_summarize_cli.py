@@ -13,10 +13,10 @@ import redis
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
 
-from bridge import keys
 from bridge.cli import build_parser, main
 from bridge.commands.summarize import run_async
 from bridge.settings import Settings
+from bridge.stores import keys
 from tests.conftest import envelope_entry
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import serve

@@ -14,14 +14,14 @@ from typing import Any
 import httpx
 import redis.asyncio as aioredis
 
-from bridge.health import Health
-from bridge.http import build_http_client
-from bridge.intake import normalize
-from bridge.metrics import Metrics
-from bridge.models import DeadLetter, Summary
-from bridge.runbooks import RunbookCatalog
+from bridge.clients.http import build_http_client
+from bridge.core.health import Health
+from bridge.core.metrics import Metrics
+from bridge.core.models import DeadLetter, Summary
+from bridge.intake.chain import normalize
 from bridge.settings import Settings
 from bridge.summarize.factory import build_summarizer
+from bridge.summarize.runbooks import RunbookCatalog
 from bridge.summarize.service import OpenClawSummarizer
 from tests.conftest import envelope_entry
 from tests.support.fake_gateway import FakeGateway
@@ -191,7 +191,7 @@ async def test_a_storm_of_one_cause_across_three_replicas_costs_one_gateway_call
 async def test_a_lead_left_by_a_killed_replica_only_delays_the_call_until_it_expires(
     make_settings: Callable[..., Settings], aredis: aioredis.Redis
 ) -> None:
-    from bridge import keys
+    from bridge.stores import keys
 
     gateway = FakeGateway()
     letter = dead_letter()
@@ -220,7 +220,7 @@ async def test_a_leader_that_fell_back_lets_the_next_replica_ask_again(
 async def test_a_call_slower_than_the_lead_expiry_keeps_its_lead(
     make_settings: Callable[..., Settings], aredis: aioredis.Redis
 ) -> None:
-    from bridge.summarize.cache import LEAD_TTL_S
+    from bridge.stores.summary_cache import LEAD_TTL_S
 
     gateway = FakeGateway(latency_s=LEAD_TTL_S + 1.5)
     async with replicas(make_settings, aredis, gateway, count=2, timeout_s=30.0) as [a, b]:

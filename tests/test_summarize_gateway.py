@@ -16,16 +16,16 @@ import pytest
 import redis.asyncio as aioredis
 import respx
 
-from bridge import keys
-from bridge.health import Health, Status
-from bridge.http import build_http_client
-from bridge.intake import normalize
-from bridge.metrics import Metrics
-from bridge.models import DeadLetter, Summary
-from bridge.runbooks import RunbookCatalog
+from bridge.clients.http import build_http_client
+from bridge.core.health import Health, Status
+from bridge.core.metrics import Metrics
+from bridge.core.models import DeadLetter, Summary
+from bridge.intake.chain import normalize
 from bridge.settings import Settings
+from bridge.stores import keys
 from bridge.summarize.factory import build_summarizer
 from bridge.summarize.prompt import unwrap_dead_letter
+from bridge.summarize.runbooks import RunbookCatalog
 from bridge.summarize.service import OpenClawSummarizer
 from tests.conftest import envelope_entry
 from tests.support.fake_gateway import FakeGateway
@@ -250,7 +250,7 @@ async def test_429_honours_retry_after(rig: Rig) -> None:
 
 
 # --- over loopback: a real gateway process boundary (FakeGateway on uvicorn) and the bridge's own
-# HTTP client (bridge.http.build_http_client), for what the guarantees rest on: timeout, 429, 5xx.
+# HTTP client (bridge.clients.http.build_http_client), for what the guarantees rest on: timeout, 429, 5xx.
 
 
 @contextlib.asynccontextmanager

@@ -12,10 +12,10 @@ from typing import Any
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
 
-from bridge import keys
-from bridge.health import Status
+from bridge.core.health import Status
 from bridge.runtime import Runtime, open_runtime
 from bridge.settings import Settings
+from bridge.stores import keys
 from tests.conftest import envelope_entry
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import serve

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from bridge.errors import SummaryError
-from bridge.http import parse_retry_after
-from bridge.runbooks import RunbookCatalog
+from bridge.clients.http import parse_retry_after
+from bridge.core.errors import SummaryError
 from bridge.summarize.breaker import BreakerState, CircuitBreaker
 from bridge.summarize.budget import CallBudget
 from bridge.summarize.prompt import load_system_prompt, unwrap_dead_letter, user_message
 from bridge.summarize.reply import extract_json_object
+from bridge.summarize.runbooks import RunbookCatalog
 from bridge.summarize.salvage import salvage_reply
 from tests.test_summarize_gateway import VALID, dead_letter
 
@@ -151,7 +151,7 @@ def test_system_prompt_does_not_assume_it_is_alone() -> None:
 
 async def test_a_cancelled_coalesced_leader_hands_the_call_to_a_waiting_follower() -> None:
     """The leader makes the call inline (no task); if it is cancelled, a follower makes it instead."""
-    from bridge.summarize.cache import Coalescer
+    from bridge.stores.summary_cache import Coalescer
 
     coalescer: Coalescer[int] = Coalescer()
     calls: list[int] = []

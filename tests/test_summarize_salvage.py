@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge.errors import SummaryError
-from bridge.models import Severity
+from bridge.core.errors import SummaryError
+from bridge.core.models import Severity
 from bridge.summarize.reply import URL_REMOVED
 from bridge.summarize.salvage import Defaults, cut_at_word, salvage_reply
 
@@ -166,8 +166,8 @@ def test_any_hostile_reply_is_a_valid_clean_draft_or_a_fallback(reply: dict[str,
 def test_the_console_entry_page_names_the_repaired_fields() -> None:
     from bridge.console.entries import summary_view
     from bridge.console.render import build_environment
-    from bridge.intake import normalize
-    from bridge.models import Alert, Summary, SummarySource
+    from bridge.core.models import Alert, Summary, SummarySource
+    from bridge.intake.chain import normalize
     from tests.conftest import envelope_entry
 
     salvaged = salvage({**GOOD, "runbook_hint": "ffmpeg_error_234", "severity": "high"})
@@ -181,9 +181,9 @@ def test_the_console_entry_page_names_the_repaired_fields() -> None:
 
 
 def test_a_runbook_the_dead_letter_contradicts_is_repaired() -> None:
-    from bridge.intake import normalize
-    from bridge.runbooks import RunbookCatalog
+    from bridge.intake.chain import normalize
     from bridge.summarize.fallback import FallbackSummarizer
+    from bridge.summarize.runbooks import RunbookCatalog
     from tests.conftest import envelope_entry
 
     dl = normalize(envelope_entry(last_error="Net::ReadTimeout: Net::ReadTimeout"), "dead_letter:orders")

@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 import httpx
 import redis.asyncio as redis
 
+from bridge.clients.redis_client import as_cluster
+from bridge.clients.redis_client import probe as redis_problem
 from bridge.commands.check_memory import check_redis_memory
 from bridge.commands.common import (
     EXIT_FAILED,
@@ -35,16 +37,14 @@ from bridge.commands.common import (
     render_table,
 )
 from bridge.commands.gateway_probe import check_openclaw
+from bridge.core.errors import ConfigError, SinkError
 from bridge.delivery.orphans import orphan_sink_queues
-from bridge.errors import ConfigError, SinkError
-from bridge.redis_client import as_cluster
-from bridge.redis_client import probe as redis_problem
-from bridge.runbooks import RunbookCatalog
 from bridge.settings import CONFIG_ENV, Settings, SinkSettings, unknown_env_variables
 from bridge.sinks.plugin import SinkContext
 from bridge.sinks.registry import SINKS
 from bridge.sources import refs as kind_sources
 from bridge.sources.build import check_kind_prerequisites
+from bridge.summarize.runbooks import RunbookCatalog
 
 OK, FAIL, SKIP, WARN = "ok", "FAIL", "skip", "warn"
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bridge.commands.common import open_redis, redis_target
-from bridge.redis_memory import (
+from bridge.clients.redis_memory import (
     OUT_OF_MEMORY,
     QUARANTINE_MATCH,
     SAFE_POLICY,
@@ -16,6 +15,7 @@ from bridge.redis_memory import (
     read_memory,
     unknown_policy_note,
 )
+from bridge.commands.common import open_redis, redis_target
 from bridge.settings import Settings
 
 OK, FAIL, WARN = "ok", "FAIL", "warn"

@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator, Sequence
 
 import redis.asyncio as redis
 
-from bridge import keys
-from bridge.embedded import EmbeddedRedis
-from bridge.exit_codes import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
-from bridge.redis_client import build_redis
+from bridge.clients.embedded import EmbeddedRedis
+from bridge.clients.redis_client import build_redis
+from bridge.core import names
+from bridge.core.exit_codes import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
+from bridge.core.urls import MASK, mask_url
 from bridge.settings import Settings
-from bridge.urls import MASK, mask_url
 
 # The commands import these from here.
 __all__ = ["EXIT_FAILED", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_USAGE", "MASK", "mask_url"]
@@ -50,15 +50,15 @@ def resolve_source(name: str, match: str) -> str:
     A name that already matches `sources.match` (e.g. `dead_letter:orders`, or
     `dlq:orders` under `match = "dlq:*"`) is taken as it is.
     """
-    if name.startswith(keys.DLQ_PREFIX) or fnmatch.fnmatchcase(name, match):
+    if name.startswith(names.DLQ_PREFIX) or fnmatch.fnmatchcase(name, match):
         return name
-    return keys.DLQ_PREFIX + name
+    return names.DLQ_PREFIX + name
 
 
 def no_such_sink(unknown: Sequence[str], configured: Sequence[str]) -> str:
     """The one line for a `--sink` name that no configured sink has (exit 4)."""
-    names = ", ".join(configured) or "none"
-    return f"no sink named {', '.join(unknown)} (configured: {names})"
+    listed = ", ".join(configured) or "none"
+    return f"no sink named {', '.join(unknown)} (configured: {listed})"
 
 
 def plural(count: int, one: str, many: str) -> str:

@@ -7,7 +7,7 @@
 `--check` and `--write` work on the text between the markers
 `<!-- config-reference:start -->` and `<!-- config-reference:end -->` only.
 Every row's description is the field's `Field(description=...)` in bridge/settings.py;
-a secret's `x_env` / `x_file` companions describe themselves (bridge/secret_fields.py).
+a secret's `x_env` / `x_file` companions describe themselves (bridge/config/secrets.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from bridge.secret_fields import secret_spec
+from bridge.config.secrets import secret_spec
 from bridge.settings import Settings
 from bridge.sinks.registry import SINKS
 from bridge.sources.registry import KINDS

@@ -14,7 +14,7 @@ import re
 import secrets
 
 from bridge.config.console_auth import ROLES
-from bridge.exit_codes import EXIT_OK
+from bridge.core.exit_codes import EXIT_OK
 from bridge.settings import Settings
 
 TOKEN_BYTES = 32

@@ -2,7 +2,7 @@
 
 Only SCAN (with TYPE list, never KEYS), LLEN and LRANGE are used, so peeking
 at a busy production Redis is safe. Entries are shown through
-`bridge.intake.normalize`, so secrets in them are redacted.
+`bridge.intake.chain.normalize`, so secrets in them are redacted.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 
 import redis.asyncio as redis
 
-from bridge import keys
 from bridge.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -28,11 +27,12 @@ from bridge.commands.common import (
     resolve_source,
     terminal_width,
 )
-from bridge.delivery.grouping import Grouper
-from bridge.intake import normalize
-from bridge.models import DeadLetter
+from bridge.core.models import DeadLetter
+from bridge.intake.chain import normalize
 from bridge.settings import Settings
 from bridge.sources import refs as kind_sources
+from bridge.stores import keys
+from bridge.stores.groups import Grouper
 
 EPILOG = """examples:
   dlq-bridge peek                          # every DLQ: waiting, processing, archived

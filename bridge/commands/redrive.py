@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 import redis.asyncio as redis
 
-from bridge import keys
 from bridge.commands.common import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
@@ -33,11 +32,13 @@ from bridge.commands.common import (
     plural,
     resolve_source,
 )
-from bridge.console.audit import AuditLog
-from bridge.intake import normalize
-from bridge.redrive import Plan, finish_staged, move_batch, quarantine_plan
+from bridge.core import names
+from bridge.intake.chain import normalize
 from bridge.settings import Settings
 from bridge.sources import refs as kind_sources
+from bridge.stores import keys
+from bridge.stores.audit import AuditLog
+from bridge.stores.requeue import Plan, finish_staged, move_batch, quarantine_plan
 
 CHUNK = 500
 PROGRESS_EVERY_S = 1.0
@@ -150,14 +151,14 @@ async def _run(settings: Settings, args: argparse.Namespace, outcome: Outcome) -
 
 
 async def no_such_queue(client: redis.Redis, plan: Plan, match: str) -> str:
-    """What was not found, and the closest DLQ names that exist."""
+    """What was not found, and the closest DLQ found that exist."""
     text = f"no such queue: {plan.dlq} does not exist, nor its archive or the work queue {plan.target}"
-    names = []
+    found = []
     async for key in client.scan_iter(match=match, count=1000, _type="list"):
         names.append(as_bytes(key).decode("utf-8", errors="replace"))
-        if len(names) >= 10_000:
+        if len(found) >= 10_000:
             break
-    close = difflib.get_close_matches(plan.dlq, names, n=3)
+    close = difflib.get_close_matches(plan.dlq, found, n=3)
     return text + (f" (did you mean {', '.join(close)}?)" if close else "")
 
 
@@ -170,7 +171,7 @@ def make_plan(args: argparse.Namespace, match: str) -> Plan | str:
         return quarantine_plan(dlq, target=args.to, dry_run=args.dry_run, limit=args.limit,
                                job_ids=frozenset(args.job_id))
     source = keys.alerted(dlq) if args.from_archive else dlq
-    target = args.to or keys.work_queue(dlq)
+    target = args.to or names.work_queue(dlq)
     if target is None:
         return f"cannot derive a work queue from {dlq} (no dead_letter: prefix): pass --to KEY"
     if target in (source, dlq):

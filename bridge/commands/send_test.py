@@ -17,13 +17,13 @@ import sys
 from datetime import UTC, datetime
 from typing import TextIO
 
+from bridge.clients.http import build_http_client
 from bridge.commands.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, no_such_sink, render_table
-from bridge.delivery.deliver import Deliverer, Result, Route
+from bridge.core.health import Health
+from bridge.core.metrics import Metrics
+from bridge.core.models import Alert, DeadLetter, Severity, Summary, SummarySource
 from bridge.delivery.factory import build_routes
-from bridge.health import Health
-from bridge.http import build_http_client
-from bridge.metrics import Metrics
-from bridge.models import Alert, DeadLetter, Severity, Summary, SummarySource
+from bridge.delivery.send import Deliverer, Result, Route
 from bridge.settings import Settings
 
 TEST_QUEUE = "dlq-bridge-test"

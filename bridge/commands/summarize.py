@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from bridge.commands.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, as_bytes, resolve_source
-from bridge.intake import normalize
-from bridge.models import Alert
+from bridge.core.models import Alert
+from bridge.intake.chain import normalize
 from bridge.runtime import Runtime, open_runtime, runbook_url_builder
 from bridge.settings import Settings
 from bridge.sinks.registry import SINKS

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 import redis.asyncio as redis
 
+from bridge.clients.http import build_http_client
 from bridge.commands.common import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
@@ -27,13 +28,12 @@ from bridge.commands.common import (
     open_redis,
     render_table,
 )
-from bridge.delivery.deliver import Deliverer, Route
+from bridge.core.health import Health
+from bridge.core.metrics import Metrics
 from bridge.delivery.factory import build_ledger, build_routes
-from bridge.delivery.undeliverable import Stored, UndeliverableStore, retry_one
-from bridge.health import Health
-from bridge.http import build_http_client
-from bridge.metrics import Metrics
+from bridge.delivery.send import Deliverer, Route
 from bridge.settings import Settings
+from bridge.stores.undeliverable_records import Stored, UndeliverableStore, retry_one
 
 EPILOG = """examples:
   dlq-bridge undeliverable                         # list (same as `list`)

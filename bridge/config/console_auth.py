@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bridge.secret_fields import OptionalSecret, secret_env, secret_file
+from bridge.config.secrets import OptionalSecret, secret_env, secret_file
 
 Role = Literal["viewer", "operator", "admin"]
 ROLES: tuple[Role, ...] = ("viewer", "operator", "admin")  # each may do what the ones before it may

@@ -10,9 +10,9 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from bridge.config.base import Section, check_port
-from bridge.keys import CONSUMER_ID_RE
-from bridge.secret_fields import OptionalSecret, secret_env, secret_file
+from bridge.config.secrets import OptionalSecret, secret_env, secret_file
+from bridge.config.section import Section, check_port
+from bridge.core.names import CONSUMER_ID_RE
 
 
 class ServerSettings(Section):

@@ -9,10 +9,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bridge.config.base import NAME_RE, Section, check_http_url
 from bridge.config.console_auth import ConsoleAuthSettings
-from bridge.models import Severity
-from bridge.secret_fields import AbsentUnlessSetSecret, OptionalSecret, secret_env, secret_file
+from bridge.config.secrets import AbsentUnlessSetSecret, OptionalSecret, secret_env, secret_file
+from bridge.config.section import NAME_RE, Section, check_http_url
+from bridge.core.models import Severity
 
 SeverityMode = Literal["ignore", "raise_only", "trust"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from bridge.config.base import Section
+from bridge.config.section import Section
 
 
 class ListSourcesSettings(Section):

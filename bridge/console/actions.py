@@ -11,7 +11,7 @@
 else `token`). Every action, refused or done, is appended to the audit list.
 The token check is the API's job (bridge.console.api), not this module's.
 
-Redrive reuses `bridge.redrive.move_batch` (one atomic script per
+Redrive reuses `bridge.stores.requeue.move_batch` (one atomic script per
 entry: archive → work queue, attempts reset) and then queues a PagerDuty
 resolve (`event_action: resolve`, the trigger's dedup_key) for each
 PagerDuty sink the alert was handed to, through `Resolver` (by default
@@ -28,19 +28,20 @@ from typing import Protocol
 
 import redis.asyncio as redis
 
-from bridge import keys
-from bridge.cause import cause_key
-from bridge.console.audit import AuditLog
 from bridge.console.entries import Record
 from bridge.console.history import record_act
 from bridge.console.service import ConsoleService, record_id, silence_view
 from bridge.console.views import ActionResult, SilenceCreate, SilenceView
-from bridge.delivery.deliver import Deliverer, Route
-from bridge.delivery.undeliverable import UndeliverableStore, retry_one
-from bridge.redrive import Plan, finish_staged, move_batch, quarantine_plan
-from bridge.resolves import incident_key
-from bridge.silences import Silence, SilenceFilter, SilenceStore, new_id
+from bridge.core import names
+from bridge.core.resolves import incident_key
+from bridge.delivery.send import Deliverer, Route
+from bridge.intake.cause import cause_key
 from bridge.sinks.registry import SINKS
+from bridge.stores import keys
+from bridge.stores.audit import AuditLog
+from bridge.stores.requeue import Plan, finish_staged, move_batch, quarantine_plan
+from bridge.stores.silences import Silence, SilenceFilter, SilenceStore, new_id
+from bridge.stores.undeliverable_records import UndeliverableStore, retry_one
 
 QUARANTINE_BATCH = 1000  # entries one console redrive of a quarantine list moves at most
 
@@ -94,7 +95,7 @@ class ConsoleActions:
         return await self._done(who, "redrive", target, ok, message, 1 if ok else 0)
 
     async def _redrive(self, source: str, entry_id: str, who: str, action: str = "redrive") -> tuple[bool, str]:
-        work = keys.work_queue(source)
+        work = names.work_queue(source)
         if self._service.is_kind(source) or work is None:
             return False, f"{source} is not a dead_letter: list; retry its jobs in the job system's own UI"
         raw = await self._service.find_raw(source, entry_id)
@@ -109,7 +110,7 @@ class ConsoleActions:
         note = f"; PagerDuty resolve queued for {resolved}" if resolved else ""
         if left:
             note += f"; also pushed {left} entries an interrupted redrive left in staging"
-        return True, f"moved to {keys.display(work)}{note}"
+        return True, f"moved to {names.display(work)}{note}"
 
     async def queue_resolves(self, record: Record | None) -> str:
         """Queue the PagerDuty resolves a redrive of `record` calls for, as a single redrive does
@@ -138,7 +139,7 @@ class ConsoleActions:
         by_source: dict[str, list[str]] = {}
         other_kinds = 0
         for job in group.jobs:
-            if job.source is None or self._service.is_kind(job.source) or keys.work_queue(job.source) is None:
+            if job.source is None or self._service.is_kind(job.source) or names.work_queue(job.source) is None:
                 other_kinds += 1
             else:
                 by_source.setdefault(job.source, []).append(job.entry_id)
@@ -152,7 +153,7 @@ class ConsoleActions:
 
     async def _redrive_many(self, source: str, entry_ids: list[str], who: str) -> int:
         """`_redrive` of many entries of one list DLQ, its archive read once; how many moved."""
-        work = keys.work_queue(source)
+        work = names.work_queue(source)
         assert work is not None
         plan = Plan(source=keys.alerted(source), target=work, dlq=source)
         await finish_staged(self._redis, plan)
@@ -167,13 +168,13 @@ class ConsoleActions:
     async def redrive_quarantine(self, source: str, who: str) -> ActionResult:
         """The oldest `QUARANTINE_BATCH` quarantined entries of a DLQ back onto it, byte for byte,
         as `dlq-bridge redrive QUEUE --quarantine` moves them (one atomic script each)."""
-        if self._service.is_kind(source) or keys.work_queue(source) is None:
+        if self._service.is_kind(source) or names.work_queue(source) is None:
             return await self._done(who, "redrive-quarantine", source, False, f"{source} is not a dead_letter: list")
         plan = quarantine_plan(source)
         found = await self._redis.lrange(plan.source, -QUARANTINE_BATCH, -1)
         raws = [r if isinstance(r, bytes) else r.encode() for r in reversed(found)]
         moved = await move_batch(self._redis, plan, raws) if raws else 0
-        message = f"{moved} quarantined entries pushed back onto {keys.display(source)}"
+        message = f"{moved} quarantined entries pushed back onto {names.display(source)}"
         return await self._done(who, "redrive-quarantine", source, moved > 0, message, moved)
 
     # --- undeliverable --------------------------------------------------------------------

@@ -74,7 +74,7 @@ from bridge.console.views import (
     SourceView,
     UndeliverableView,
 )
-from bridge.untrusted import strip_invisible
+from bridge.core.untrusted import strip_invisible
 
 WHO_MAX = 200
 

@@ -12,7 +12,7 @@ count, for the page to ask for confirmation.
 calls it until `state` is `done` (or the user presses cancel: `POST …/cancel`). One run at a
 time per bulk action (a lease, `…:lease`, 15 s). Per item, before acting, it is added to
 `…:tried`; a redrive or discard then moves/removes the archived bytes with one atomic script
-each (bridge.redrive.move_batch, LREM). After a crash (the process killed between the move
+each (bridge.stores.requeue.move_batch, LREM). After a crash (the process killed between the move
 and the progress write), the next run does the same items again: one already tried and no
 longer in the archive counts as done by the interrupted run, and an entry whose record index
 now scores above `as_of` (the same bytes parked again after the snapshot) is skipped, so
@@ -32,16 +32,17 @@ from typing import Any, Literal
 import redis.asyncio as redis
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge import keys
 from bridge.console.actions import ConsoleActions
 from bridge.console.export import describe
 from bridge.console.history import record_act
 from bridge.console.search import SearchFilter
 from bridge.console.service import ConsoleService
 from bridge.console.views import SilenceCreate
-from bridge.redrive import Plan, finish_staged, move_batch
-from bridge.silences import SilenceStore
-from bridge.sources.base import entry_digest
+from bridge.core import names
+from bridge.sources.port import entry_digest
+from bridge.stores import keys
+from bridge.stores.requeue import Plan, finish_staged, move_batch
+from bridge.stores.silences import SilenceStore
 
 BULK_MAX = 10_000
 BATCH_DEFAULT = 100
@@ -146,7 +147,7 @@ class BulkActions:
         """Items `source\\tdigest` of the matches still archived in a list source (redrive: with a work queue)."""
         wanted: dict[str, list[str]] = {}
         for source, digest, _fp in matches:
-            if self._service.is_kind(source) or (redrive and keys.work_queue(source) is None):
+            if self._service.is_kind(source) or (redrive and names.work_queue(source) is None):
                 continue
             wanted.setdefault(source, []).append(digest)
         items = []
@@ -157,7 +158,7 @@ class BulkActions:
 
     async def _archived(self, source: str, digests: set[str]) -> dict[str, bytes]:
         """digest → archived bytes, for those of `digests` in the source's archive (one scan)."""
-        archive, start = keys.encode(keys.alerted(source)), 0
+        archive, start = names.encode(keys.alerted(source)), 0
         found: dict[str, bytes] = {}
         while len(found) < len(digests):
             raws = await self._redis.lrange(archive, start, start + ARCHIVE_CHUNK - 1)
@@ -249,7 +250,7 @@ class BulkActions:
         done = skipped = 0
         for source, digests in by_source.items():
             present = await self._archived(source, set(digests))
-            scores = await self._redis.zmscore(keys.encode(keys.entry_index(source)), digests)
+            scores = await self._redis.zmscore(names.encode(keys.entry_index(source)), digests)
             act = []
             for digest, score in zip(digests, scores, strict=True):
                 if digest in present and (score is None or float(score) <= float(meta["as_of"])):
@@ -269,13 +270,13 @@ class BulkActions:
         if action == "discard":
             async with self._redis.pipeline(transaction=False) as pipe:
                 for raw in raws:
-                    pipe.lrem(keys.encode(archive), 1, raw)  # type: ignore[arg-type]  # bytes are fine
+                    pipe.lrem(names.encode(archive), 1, raw)  # type: ignore[arg-type]  # bytes are fine
                 removed = [int(n) for n in await pipe.execute()]
             for digest, n in zip(digests, removed, strict=True):
                 if n:
                     await record_act(self._redis, source, digest, who, "bulk-discard", self._clock())
             return sum(removed)
-        work = keys.work_queue(source)
+        work = names.work_queue(source)
         if work is None:
             return 0
         plan = Plan(source=archive, target=work, dlq=source)

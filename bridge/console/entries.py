@@ -1,7 +1,7 @@
 """Archived entries as the console shows them: the hand-off's record, the envelope, and where the alert went.
 
 The hand-off writes one record per entry (`dlq_bridge:entries:<ref>`, see
-bridge.handoff) holding the alert, the sinks it was handed to, the silenced
+bridge.stores.handoff) holding the alert, the sinks it was handed to, the silenced
 sinks and the time. Where each alert went is read, never stored twice:
 
     silenced       the record says a silence held it back
@@ -26,14 +26,15 @@ from typing import Any
 import redis.asyncio as redis
 from pydantic import ValidationError
 
-from bridge import keys
 from bridge.console.views import DeliveryState, EnvelopeView, Link, SinkDelivery, SummaryView
-from bridge.delivery.grouping import group_key
-from bridge.delivery.ledger import SENDING
-from bridge.models import Alert, DeadLetter
+from bridge.core import names
+from bridge.core.models import Alert, DeadLetter
 from bridge.settings import SinkSettings
 from bridge.sinks.registry import SINKS
-from bridge.sources.base import entry_digest
+from bridge.sources.port import entry_digest
+from bridge.stores import keys
+from bridge.stores.groups import group_key
+from bridge.stores.ledger import SENDING
 
 UNDELIVERABLE_SCAN = 2000
 FIND_CHUNK = 500
@@ -43,7 +44,7 @@ LOOKUPS_PER_SINK = 6  # ledger mark, queued item, group member and fields (open 
 
 @dataclass(frozen=True)
 class Record:
-    """One parsed entry record (see bridge.handoff.entry_record): the alert is embedded, or inside
+    """One parsed entry record (see bridge.stores.handoff.entry_record): the alert is embedded, or inside
     the outbox parcel the hand-off script appended."""
 
     ms: int
@@ -225,7 +226,7 @@ async def find_raws(client: redis.Redis, archive: str, entry_ids: Collection[str
     wanted, found = set(entry_ids), dict[str, bytes]()
     start = 0
     while start < limit and wanted:
-        raws = await client.lrange(keys.encode(archive), start, start + FIND_CHUNK - 1)
+        raws = await client.lrange(names.encode(archive), start, start + FIND_CHUNK - 1)
         for raw in raws:
             data = raw if isinstance(raw, bytes) else raw.encode()
             digest = entry_digest(data)

@@ -1,7 +1,7 @@
 """Fleet-wide state for the console: sinks (queues, health), the gateway gate, alert groups.
 
 Read-only, through the same stores the workers use: `SinkQueue.stats`, the
-grouping keys (bridge.delivery.grouping), `read_gate` (bridge.summarize.gate).
+grouping keys (bridge.stores.groups), `read_gate` (bridge.stores.gateway_gate).
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from typing import Any
 import redis.asyncio as redis
 from pydantic import ValidationError
 
-from bridge import keys
-from bridge.cause import cause_of
 from bridge.console.views import (
     GatewayView,
     GroupMemberView,
@@ -25,12 +23,14 @@ from bridge.console.views import (
     SinkView,
     SummarySourceCounts,
 )
-from bridge.delivery.queue import SinkQueue
-from bridge.health import Health
-from bridge.items import now_ms
-from bridge.models import Alert, DeadLetter, GroupJob, Severity
+from bridge.core.health import Health
+from bridge.core.items import now_ms
+from bridge.core.models import Alert, DeadLetter, GroupJob, Severity
+from bridge.intake.cause import cause_of
 from bridge.settings import OpenClawSettings, SinkSettings
-from bridge.summarize.gate import read_gate
+from bridge.stores import keys
+from bridge.stores.gateway_gate import read_gate
+from bridge.stores.sink_queue import SinkQueue
 
 GROUPS_MAX = 200
 MEMBERS_MAX = 500

@@ -1,7 +1,7 @@
 """The history of an entry: every hand-off of the same job (source and job id), who acted on each.
 
 A job redriven and failing again is parked again with new bytes (attempts, error), so it is a
-new entry with its own record. The search index (bridge.console.search_index) keeps, per
+new entry with its own record. The search index (bridge.stores.search_index) keeps, per
 source, one lex-ordered set of "<job id>\\0<ms>\\0<digest>" members; an entry's history is one
 ZRANGEBYLEX of its job id, the records of the hand-offs found (one HMGET) and their delivery
 states (what each sink did each time, one pipelined batch, as on every page). Who acted on
@@ -18,10 +18,11 @@ from typing import Any, Protocol
 import redis.asyncio as redis
 from pydantic import Field
 
-from bridge import keys
 from bridge.console.entries import Record
-from bridge.console.search_index import SearchIndex, acted_key, jobs_key, member_ms
 from bridge.console.views import EntryView, View
+from bridge.core import names
+from bridge.stores import keys
+from bridge.stores.search_index import SearchIndex, acted_key, jobs_key, member_ms
 
 ACTED_MAX = 20
 HISTORY_MAX = 50
@@ -71,7 +72,7 @@ async def history(service: EntryReader, client: redis.Redis, source: str, entry_
         members = await client.zrangebylex(jobs_key(source), b"[" + prefix, b"[" + prefix + b"\xff")
         ordered = sorted(members, key=member_ms, reverse=True)[:HISTORY_MAX]
         digests = list(dict.fromkeys([_digest(m) for m in ordered] + [entry_id]))
-    stored = await client.hmget(keys.encode(keys.entry_records(source)), digests)
+    stored = await client.hmget(names.encode(keys.entry_records(source)), digests)
     found = [(d, s) for d, s in zip(digests, stored, strict=True) if s is not None]
     views = await service.views_of([(source, d, None, s) for d, s in found])
     acts = await client.hmget(acted_key(source), [d for d, _s in found]) if found else []

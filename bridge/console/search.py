@@ -15,7 +15,7 @@ A filter (`SearchFilter`, all fields optional, all given ones must match):
 
 Per source, the narrowest set (an exact facet: fp, error, job, summary; else
 the rarest query word's set; else the queue sets matching the glob; else the
-three summary sets, which hold every entry; bridge.console.search_index) is
+three summary sets, which hold every entry; bridge.stores.search_index) is
 read newest first with one ZREVRANGEBYSCORE; candidates of all sources are
 merged by score (unique: ms plus a tie-break), their records fetched with one
 HMGET per source, and the other conditions checked in Python. The state filter needs each candidate's delivery state
@@ -37,10 +37,11 @@ import orjson
 import redis.asyncio as redis
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge import keys
 from bridge.console.entries import Record
-from bridge.console.search_index import SearchIndex, by_facet, facet_values, record_words, words_of
 from bridge.console.views import EntryView, SinkDelivery
+from bridge.core import names
+from bridge.stores import keys
+from bridge.stores.search_index import SearchIndex, by_facet, facet_values, record_words, words_of
 
 SCAN_MAX = 5000
 TIME_BUDGET_S = 0.15  # a page checks no new round after this long (bench: a rare state, 5,000 candidates, ~1.5 s)
@@ -199,7 +200,7 @@ class Searcher:
             by_source.setdefault(cand.source, []).append(cand)
         async with self._redis.pipeline(transaction=False) as pipe:
             for source, cands in by_source.items():
-                pipe.hmget(keys.encode(keys.entry_records(source)), [c.digest for c in cands])
+                pipe.hmget(names.encode(keys.entry_records(source)), [c.digest for c in cands])
             replies = await pipe.execute() if by_source else []
         stored = {(c.source, c.digest): raw for (_s, cands), raws in zip(by_source.items(), replies, strict=True)
                   for c, raw in zip(cands, raws, strict=True)}

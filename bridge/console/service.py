@@ -35,13 +35,10 @@ from typing import Any
 
 import redis.asyncio as redis
 
-from bridge import keys
-from bridge.console.audit import AuditLog
 from bridge.console.entries import DeliveryReader, Record, envelope_view, find_raw, find_raws, summary_view
 from bridge.console.fleet import gateway_view, group_summaries, group_view, sink_views
 from bridge.console.history import HistoryItem, history
 from bridge.console.search import Searcher, SearchFilter, SearchPage
-from bridge.console.search_index import SearchIndex
 from bridge.console.views import (
     AuditRecord,
     EntryPage,
@@ -56,14 +53,18 @@ from bridge.console.views import (
     SummarySourceCounts,
     UndeliverableView,
 )
-from bridge.delivery.undeliverable import Stored, UndeliverableStore
-from bridge.health import Health
-from bridge.intake import normalize
+from bridge.core import names
+from bridge.core.health import Health
+from bridge.intake.chain import normalize
 from bridge.settings import Settings, SinkSettings
-from bridge.silences import Silence, SilenceStore
-from bridge.sources.base import entry_digest
 from bridge.sources.kinds import KindReader
+from bridge.sources.port import entry_digest
 from bridge.sources.watched import WatchedSource
+from bridge.stores import keys
+from bridge.stores.audit import AuditLog
+from bridge.stores.search_index import SearchIndex
+from bridge.stores.silences import Silence, SilenceStore
+from bridge.stores.undeliverable_records import Stored, UndeliverableStore
 
 PAGE_MAX = 200
 HOUR_BUCKETS = 3600 // keys.STATS_BUCKET_S
@@ -172,22 +173,22 @@ class ConsoleService:
     async def sources(self) -> list[SourceView]:
         """Every list source (tracked DLQs and archives) and every kind source, by name."""
         lists = sorted((set(self._list_sources()) | await self._archived_sources()) - set(self._kinds))
-        names = lists + sorted(self._kinds)
+        source_names = lists + sorted(self._kinds)
         minute = int(self._clock()) // keys.STATS_BUCKET_S
         async with self._redis.pipeline(transaction=False) as pipe:
-            for name in names:
+            for name in source_names:
                 # a kind's depth comes from its reader; the first LLEN only keeps the step (no ECHO: a
                 # cluster pipeline refuses it)
-                pipe.llen(keys.encode(name if name in lists else keys.alerted(name)))
-                pipe.llen(keys.encode(keys.alerted(name)))
+                pipe.llen(names.encode(name if name in lists else keys.alerted(name)))
+                pipe.llen(names.encode(keys.alerted(name)))
                 for m in range(minute - HOUR_BUCKETS + 1, minute + 1):
-                    pipe.hgetall(keys.encode(keys.handoff_stats(name, m)))
-            replies = await pipe.execute() if names else []
+                    pipe.hgetall(names.encode(keys.handoff_stats(name, m)))
+            replies = await pipe.execute() if source_names else []
         step = 2 + HOUR_BUCKETS
         kind_depths = dict(zip(self._kinds, await asyncio.gather(
             *(_kind_depth(ref.source) for ref in self._kinds.values())), strict=True))
         views = []
-        for i, name in enumerate(names):
+        for i, name in enumerate(source_names):
             depth, archived, *buckets = replies[i * step : (i + 1) * step]
             views.append(self._source_view(name, kind_depths.get(name, int(depth)), int(archived), buckets))
         return views
@@ -203,10 +204,10 @@ class ConsoleService:
             return SourceView(source=name, kind=ref.kind, queue=name, depth=depth,
                               archived=archived, alerted_last_hour=counts["alerted"],
                               trimmed_last_hour=counts["trimmed"], summaries_last_hour=summaries, redrivable=False)
-        shown = keys.display(name)
-        return SourceView(source=shown, kind="list", queue=keys.queue_of(shown), depth=depth, archived=archived,
+        shown = names.display(name)
+        return SourceView(source=shown, kind="list", queue=names.queue_of(shown), depth=depth, archived=archived,
                           alerted_last_hour=counts["alerted"], trimmed_last_hour=counts["trimmed"],
-                          summaries_last_hour=summaries, redrivable=keys.work_queue(name) is not None)
+                          summaries_last_hour=summaries, redrivable=names.work_queue(name) is not None)
 
     async def _archived_sources(self) -> set[str]:
         """Sources with an archive (found by SCAN at most every ARCHIVE_SCAN_EVERY_S)."""
@@ -215,7 +216,7 @@ class ConsoleService:
             return self._archived[1]
         found = set()
         async for key in self._redis.scan_iter(match=keys.ALERTED_MATCH, count=SCAN_COUNT, _type="list"):
-            source = keys.parse_alerted(keys.decode(key))
+            source = keys.parse_alerted(names.decode(key))
             if source is not None:
                 found.add(source)
         self._archived = (now, found)
@@ -226,14 +227,14 @@ class ConsoleService:
     async def source_entries(self, source: str, offset: int = 0, limit: int = 50) -> EntryPage:
         """The archive of `source`, newest first, `limit` (≤ PAGE_MAX) entries from `offset`."""
         offset, limit = max(offset, 0), min(max(limit, 1), PAGE_MAX)
-        archive = keys.encode(keys.alerted(source))
+        archive = names.encode(keys.alerted(source))
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.llen(archive)
             pipe.lrange(archive, offset, offset + limit - 1)
             total, raws = await pipe.execute()
         raws = [_bytes(r) for r in raws]
         digests = [entry_digest(r) for r in raws]
-        stored = await self._redis.hmget(keys.encode(keys.entry_records(source)), digests) if digests else []
+        stored = await self._redis.hmget(names.encode(keys.entry_records(source)), digests) if digests else []
         entries = await self._views(source, [(d, r, s) for d, r, s in zip(digests, raws, stored, strict=True)])
         end = offset + len(raws)
         return EntryPage(source=source, offset=offset, limit=limit, total=int(total), entries=entries,
@@ -241,7 +242,7 @@ class ConsoleService:
 
     async def entry(self, source: str, entry_id: str) -> EntryView | None:
         """One entry by its id (raw digest): from its record, else from the archived bytes."""
-        stored = await self._redis.hget(keys.encode(keys.entry_records(source)), entry_id)
+        stored = await self._redis.hget(names.encode(keys.entry_records(source)), entry_id)
         raw = await self.find_raw(source, entry_id)
         if stored is None and raw is None:
             return None
@@ -261,7 +262,7 @@ class ConsoleService:
         return await find_raws(self._redis, keys.alerted(source), entry_ids, self._settings.sources.archive_max)
 
     async def record(self, source: str, entry_id: str) -> Record | None:
-        return Record.parse(await self._redis.hget(keys.encode(keys.entry_records(source)), entry_id))
+        return Record.parse(await self._redis.hget(names.encode(keys.entry_records(source)), entry_id))
 
     async def _views(self, source: str, items: list[tuple[str, bytes | None, Any]]) -> list[EntryView]:
         return await self.views_of([(source, digest, raw, stored) for digest, raw, stored in items])
@@ -286,13 +287,13 @@ class ConsoleService:
             envelope = envelope_view(alert.dead_letter)
         else:
             excerpt = self._settings.sources.excerpt_max_bytes
-            envelope = envelope_view(normalize(raw or b"", keys.display(source), excerpt_max=excerpt))
+            envelope = envelope_view(normalize(raw or b"", names.display(source), excerpt_max=excerpt))
         in_archive = raw is not None
         return EntryView(
             id=digest, source=source, archived_at=record.ms / 1000 if record else None,
             severity=alert.severity if alert else None,
             summary=summary_view(alert, base) if alert else None, envelope=envelope, deliveries=deliveries,
-            redrivable=in_archive and source not in self._kinds and keys.work_queue(source) is not None,
+            redrivable=in_archive and source not in self._kinds and names.work_queue(source) is not None,
             in_archive=in_archive,
         )
 

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.models import Severity, SummarySource
+from bridge.core.models import Severity, SummarySource
 
 DeliveryState = Literal["delivered", "duplicate", "undeliverable", "pending", "grouped", "silenced", "unknown"]
 HealthState = Literal["ok", "degraded", "failing", "unknown"]

@@ -6,9 +6,9 @@ from bridge.console.actions import ConsoleActions, Resolver, enqueue_resolve_sea
 from bridge.console.api import Console
 from bridge.console.auth import Authenticator
 from bridge.console.service import ConsoleService, KindRef
-from bridge.delivery.deliver import Deliverer
 from bridge.delivery.factory import build_ledger
 from bridge.delivery.resolve import enqueue_resolve
+from bridge.delivery.send import Deliverer
 from bridge.runtime import Runtime
 from bridge.sources import refs as kind_sources
 

@@ -8,26 +8,26 @@ from typing import TextIO
 import httpx
 import redis.asyncio as redis
 
-from bridge.delivery.deliver import Deliverer, Route
-from bridge.delivery.dispatcher import Dispatcher
-from bridge.delivery.grouping import Grouper as FleetGrouper
-from bridge.delivery.ledger import Ledger
-from bridge.delivery.limiter import Limiter, Limiters
+from bridge.clients.replicas import ReplicaWait
+from bridge.core.health import Health, Status
+from bridge.core.metrics import Metrics
+from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.monitor import QueueMonitor
 from bridge.delivery.orphans import warn_of_orphan_sink_queues
-from bridge.delivery.queue import SinkQueue
-from bridge.delivery.undeliverable import UndeliverableStore
-from bridge.delivery.worker import Grouper, SinkWorker
-from bridge.delivery.workers import Delivery
-from bridge.handoff import HandOff
-from bridge.health import Health, Status
-from bridge.metrics import Metrics
-from bridge.redact import redact_key_name
-from bridge.replicas import ReplicaWait
+from bridge.delivery.send import Deliverer, Route
+from bridge.delivery.service import Delivery
+from bridge.delivery.sink_worker import Grouper, SinkWorker
+from bridge.intake.redact import redact_key_name
 from bridge.settings import Settings, SinkSettings
-from bridge.silences import SilenceFilter, SilenceStore
 from bridge.sinks.plugin import SinkContext
 from bridge.sinks.registry import SINKS
+from bridge.stores.groups import Grouper as FleetGrouper
+from bridge.stores.handoff import HandOff
+from bridge.stores.ledger import Ledger
+from bridge.stores.limits import Limiter, Limiters
+from bridge.stores.silences import SilenceFilter, SilenceStore
+from bridge.stores.sink_queue import SinkQueue
+from bridge.stores.undeliverable_records import UndeliverableStore
 
 
 def build_route(

@@ -1,4 +1,4 @@
-"""The Notification for a group's claim reply (`bridge.delivery.grouping_scripts.CLAIM_LUA`).
+"""The Notification for a group's claim reply (`bridge.stores.group_scripts.CLAIM_LUA`).
 
 The reply lists the group's counters, its first alert, its queue counts, the jobs the
 notification lists and the group's facets: jobs per job name and per kind, first and last seen
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.models import Alert, GroupJob, Notification, NotificationKind, Severity
+from bridge.core.models import Alert, GroupJob, Notification, NotificationKind, Severity
 
 SAMPLES = 10
 _BY_RANK = {s.rank: s for s in Severity}

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bridge.delivery.queue import QueueStats, SinkQueue
-from bridge.health import Health, Status
-from bridge.items import now_ms
-from bridge.metrics import Metrics
+from bridge.core.health import Health, Status
+from bridge.core.items import now_ms
+from bridge.core.metrics import Metrics
+from bridge.stores.sink_queue import QueueStats, SinkQueue
 
 
 class QueueMonitor:

@@ -14,7 +14,7 @@ from collections.abc import Collection
 import redis.asyncio as redis
 from redis.exceptions import RedisError
 
-from bridge import keys
+from bridge.stores import keys
 
 log = logging.getLogger(__name__)
 

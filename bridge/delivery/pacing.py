@@ -1,4 +1,4 @@
-"""In-process pacing: the fallback of the fleet-wide limiter (bridge.delivery.limiter).
+"""In-process pacing: the fallback of the fleet-wide limiter (bridge.stores.limits).
 
 Used when there is no Redis to share limits through (`send-test`), or while
 Redis cannot be reached. Hands out send slots `1 / per_second` apart; a 429

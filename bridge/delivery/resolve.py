@@ -1,6 +1,6 @@
 """Resolve items: "this dead job was retried by hand, close its incident" (docs/design.md, section 5c).
 
-A resolve travels through the same durable sink queue as an alert (`bridge.delivery.queue`), so
+A resolve travels through the same durable sink queue as an alert (`bridge.stores.sink_queue`), so
 the worker's lease, the fleet-wide pacing, 429/503 retries with Retry-After, the attempt budget
 and the undeliverable store all apply. Its body is a `Resolve` JSON object (`"type":
 "dlq.resolve"`), told apart from an alert by that field. Only PagerDuty sinks with
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import redis.asyncio as redis
 
-from bridge.delivery.queue import SinkQueue
-from bridge.items import now_ms
-from bridge.models import Severity
-from bridge.resolves import RESOLVE_PREFIX, RESOLVE_TYPE, Reason, Resolve, ledger_key, parse_resolve
+from bridge.core.items import now_ms
+from bridge.core.models import Severity
+from bridge.core.resolves import RESOLVE_PREFIX, RESOLVE_TYPE, Reason, Resolve, ledger_key, parse_resolve
+from bridge.stores.sink_queue import SinkQueue
 
 __all__ = ["RESOLVE_PREFIX", "RESOLVE_TYPE", "Reason", "Resolve", "enqueue_resolve", "ledger_key", "parse_resolve"]
 

@@ -24,7 +24,7 @@ from tenacity import (
 )
 from tenacity.wait import wait_base
 
-from bridge.errors import SinkRetryable
+from bridge.core.errors import SinkRetryable
 from bridge.settings import DeliverySettings
 
 

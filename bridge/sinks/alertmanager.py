@@ -34,14 +34,14 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from bridge.config.base import check_http_url
-from bridge.models import Alert, Notification
-from bridge.resolves import Resolve, incident_key
-from bridge.secret_fields import OptionalSecret, secret_env, secret_file
+from bridge.config.secrets import OptionalSecret, secret_env, secret_file
+from bridge.config.section import check_http_url
+from bridge.core.models import Alert, Notification
+from bridge.core.resolves import Resolve, incident_key
 from bridge.sinks import cloudevents, digest
-from bridge.sinks.config import SinkSettingsBase
 from bridge.sinks.http_errors import check_response, post, snippet_of, transport_error
 from bridge.sinks.plugin import SinkContext, SinkPlugin
+from bridge.sinks.sink_settings import SinkSettingsBase
 
 ALERTNAME = "DeadLetter"
 SUMMARY_CHARS = 500

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import quote
 
-from bridge.models import Alert, Notification
+from bridge.core.models import Alert, Notification
 from bridge.sinks import digest
 
 SPEC_VERSION = "1.0"

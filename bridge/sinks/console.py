@@ -7,10 +7,10 @@ from typing import Any, Literal, TextIO
 
 from pydantic import Field
 
-from bridge.models import Alert, Notification
+from bridge.core.models import Alert, Notification
 from bridge.sinks import digest
-from bridge.sinks.config import SinkSettingsBase
 from bridge.sinks.plugin import SinkContext, SinkPlugin
+from bridge.sinks.sink_settings import SinkSettingsBase
 
 _COLORS = {"critical": "\033[1;31m", "error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}
 _RESET = "\033[0m"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
-from bridge.cause import Cause, cause_of
-from bridge.models import Alert, Notification
+from bridge.core.models import Alert, Notification
+from bridge.intake.cause import Cause, cause_of
 
 
 def when(ts: float) -> str:

@@ -16,10 +16,10 @@ from urllib.parse import quote, quote_plus, urlsplit
 
 import httpx
 
-from bridge.errors import SinkError, SinkPermanent, SinkRetryable
-from bridge.http import parse_retry_after
-from bridge.redact import redact_text
-from bridge.untrusted import escape_controls
+from bridge.clients.http import parse_retry_after
+from bridge.core.errors import SinkError, SinkPermanent, SinkRetryable
+from bridge.core.untrusted import escape_controls
+from bridge.intake.redact import redact_text
 
 RETRYABLE_STATUS = frozenset({408, 425, 429})
 SNIPPET_CHARS = 200

@@ -16,14 +16,14 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, SecretStr, field_validator
 
-from bridge.config.base import check_http_url
-from bridge.models import Alert, Notification
-from bridge.resolves import INCIDENT_KEY_CHARS, Resolve, incident_key
-from bridge.secret_fields import RequiredSecret, secret_env, secret_file
+from bridge.config.secrets import RequiredSecret, secret_env, secret_file
+from bridge.config.section import check_http_url
+from bridge.core.models import Alert, Notification
+from bridge.core.resolves import INCIDENT_KEY_CHARS, Resolve, incident_key
 from bridge.sinks import digest
-from bridge.sinks.config import GroupBy, SinkSettingsBase
 from bridge.sinks.http_errors import post
 from bridge.sinks.plugin import Pace, SinkContext, SinkPlugin
+from bridge.sinks.sink_settings import GroupBy, SinkSettingsBase
 
 SUMMARY_CHARS = 1024
 DEDUP_CHARS = INCIDENT_KEY_CHARS

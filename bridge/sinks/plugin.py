@@ -15,8 +15,8 @@ from typing import Any, Generic, TextIO, TypeVar, get_args
 
 import httpx
 
-from bridge.sinks.base import Sink
-from bridge.sinks.config import SinkSettingsBase
+from bridge.sinks.port import Sink
+from bridge.sinks.sink_settings import SinkSettingsBase
 
 S = TypeVar("S", bound=SinkSettingsBase)
 

@@ -16,11 +16,11 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, SecretStr
 
-from bridge.models import Alert, Notification
+from bridge.core.models import Alert, Notification
 from bridge.sinks import teams_card
-from bridge.sinks.config import ChatWebhookSettings
 from bridge.sinks.http_errors import post
 from bridge.sinks.plugin import Pace, SinkContext, SinkPlugin
+from bridge.sinks.sink_settings import ChatWebhookSettings
 
 
 class TeamsSinkSettings(ChatWebhookSettings):

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from bridge.models import Alert, Notification, Severity
+from bridge.core.models import Alert, Notification, Severity
 from bridge.sinks import digest
 
 VERSION = "1.4"

@@ -21,14 +21,14 @@ from urllib.parse import quote
 import httpx
 from pydantic import Field, model_validator
 
-from bridge.config.base import check_http_url
-from bridge.models import Alert, Notification, Summary
-from bridge.secret_fields import RequiredSecret, RequiredSecretText, secret_env, secret_file
-from bridge.signing import message_id, sign_headers
+from bridge.config.secrets import RequiredSecret, RequiredSecretText, secret_env, secret_file
+from bridge.config.section import check_http_url
+from bridge.core.models import Alert, Notification, Summary
 from bridge.sinks import cloudevents, digest
-from bridge.sinks.config import SinkSettingsBase
 from bridge.sinks.http_errors import post
 from bridge.sinks.plugin import SinkContext, SinkPlugin
+from bridge.sinks.signing import message_id, sign_headers
+from bridge.sinks.sink_settings import SinkSettingsBase
 
 EVENT_TYPE = "dlq.alert"
 GROUP_EVENT_TYPE = "dlq.alert_group"

@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 from pydantic import BaseModel
 
 from bridge.config.redis import RedisSettings
-from bridge.errors import ConfigError
+from bridge.core.errors import ConfigError
 from bridge.sources.kinds import KindReader
 from bridge.sources.plugin import KindContext, KindRegistry, env_value
 from bridge.sources.registry import KINDS

@@ -7,9 +7,9 @@ always live in the bridge's own Redis.
 
 from __future__ import annotations
 
-from bridge.errors import ConfigError
+from bridge.core.errors import ConfigError
 from bridge.sources.bullmq import bullmq_source
-from bridge.sources.config import (
+from bridge.sources.kind_settings import (
     BullMQSourceSettings,
     RabbitMQSourceSettings,
     RedisStreamSourceSettings,

@@ -15,15 +15,29 @@ from typing import Any, cast
 
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.resolves import Reason
-from bridge.sources.cursor import Cursor, Position
+from bridge.core.resolves import Reason
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.leaving import older_job_present
 from bridge.sources.mapping import Mapped, iso_from_epoch, split_error, text, to_int, to_raw
 from bridge.sources.watched import StoreCap, WatchedSet, WatchedSource
+from bridge.stores.cursor import Cursor, Position
 
 KIND = "bullmq"
+
+
+# BullMQ's own keys: read, never written.
+def failed_key(prefix: str, queue: str) -> str:
+    return f"{prefix}:{queue}:failed"
+
+
+def job_key(prefix: str, queue: str, job_id: str) -> str:
+    return f"{prefix}:{queue}:{job_id}"
+
+
+def meta_match(prefix: str) -> str:
+    """SCAN pattern finding BullMQ queues by their `meta` hash."""
+    return f"{prefix}:*:meta"
+
 
 
 def map_job(queue: str, job_id: str, fields: dict[bytes, bytes]) -> Mapped:
@@ -70,7 +84,7 @@ class BullMQJudge:
         self._queue = queue
 
     async def why_gone(self, store: aioredis.Redis, key: str, left: Position, now_s: float) -> Reason | None:
-        if await store.exists(keys.bullmq_job(self._prefix, self._queue, left.member_id)):
+        if await store.exists(job_key(self._prefix, self._queue, left.member_id)):
             return "retried"
         return "deleted" if await older_job_present(store, key, left, members_are_ids=True) else None
 
@@ -82,23 +96,23 @@ class BullMQMapper:
         self._store = store
         self._prefix = prefix
         self._queue = queue
-        self._source_key = f"{KIND}:{keys.bullmq_failed(prefix, queue)}"
+        self._source_key = f"{KIND}:{failed_key(prefix, queue)}"
 
     def member_id(self, member: bytes) -> str:
         return member.decode("utf-8", "replace")
 
     async def cap(self) -> StoreCap | None:
         """The newest failed job's `removeOnFail` count: BullMQ trims the failed set to it as jobs fail."""
-        newest = cast(list[bytes], await self._store.zrevrange(keys.bullmq_failed(self._prefix, self._queue), 0, 0))
+        newest = cast(list[bytes], await self._store.zrevrange(failed_key(self._prefix, self._queue), 0, 0))
         if not newest:
             return None
-        job = keys.bullmq_job(self._prefix, self._queue, self.member_id(newest[0]))
+        job = job_key(self._prefix, self._queue, self.member_id(newest[0]))
         limit = remove_on_fail(cast(bytes | None, await self._store.hget(job, "opts")))
         return StoreCap(limit, "removeOnFail of the jobs (read from the newest failed one)") if limit else None
 
     async def record(self, member: bytes, score: str, receipt: Receipt) -> KindRecord:
         job_id = self.member_id(member)
-        fields = cast(dict[bytes, bytes], await self._store.hgetall(keys.bullmq_job(self._prefix, self._queue, job_id)))
+        fields = cast(dict[bytes, bytes], await self._store.hgetall(job_key(self._prefix, self._queue, job_id)))
         mapped = map_job(self._queue, job_id, fields)
         return KindRecord(self._source_key, self._queue, job_id, to_raw(mapped), receipt)
 
@@ -120,7 +134,7 @@ async def find_queues(store: aioredis.Redis, prefix: str) -> list[str]:
     """Queue names with a `<prefix>:<queue>:meta` hash (SCAN, never KEYS)."""
     head, tail = f"{prefix}:", ":meta"
     found = set()
-    async for key in store.scan_iter(match=keys.bullmq_meta_match(prefix), count=500):
+    async for key in store.scan_iter(match=meta_match(prefix), count=500):
         name = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
         if name.startswith(head) and name.endswith(tail) and len(name) > len(head) + len(tail):
             found.add(name[len(head) : -len(tail)])
@@ -144,7 +158,7 @@ def bullmq_source(
         return [
             WatchedSet(
                 store,
-                keys.bullmq_failed(prefix, queue),
+                failed_key(prefix, queue),
                 Cursor(bridge, f"{name}:{queue}", lease_s=lease_s),
                 BullMQMapper(store, prefix, queue),
                 name,

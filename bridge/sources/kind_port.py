@@ -10,7 +10,7 @@ port's guarantees, the same as a list's:
   alert to the outbox), and only then is the record acknowledged at its source (the watched
   cursor advanced, XACK, basic.ack, DeleteMessage);
 - a consumer that dies holding records: its in-flight list is dropped and the death counted
-  (`bridge.sources.base.return_held`); the records come back through the reader's own lease or
+  (`bridge.sources.port.return_held`); the records come back through the reader's own lease or
   redelivery, as suspects, and run alone.
 
 A source that cannot be read (its broker down, refused, bad credentials) raises
@@ -30,10 +30,11 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 import redis.asyncio as redis
 
-from bridge import keys
-from bridge.sources.base import AckNote, Claimed, Forward, Held, Source, SourceUnavailable, as_bytes
+from bridge.core import names
 from bridge.sources.kinds import KindReader, KindRecord
+from bridge.sources.port import AckNote, Claimed, Forward, Held, Source, SourceUnavailable, as_bytes
 from bridge.sources.watched import WatchedSource
+from bridge.stores import keys
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class KindPort(Source):
             return []
         self._idle = IDLE_PAUSE_S[0]
         raws = [record.raw for record in records]
-        await self._redis.lpush(keys.encode(self._inflight), *raws)
+        await self._redis.lpush(names.encode(self._inflight), *raws)
         marks = await self._marked(self.name, raws)
         claimed_at = time.monotonic()
         return [
@@ -115,17 +116,17 @@ class KindPort(Source):
     async def _held_lists(self) -> AsyncIterator[Held]:
         head = keys.inflight(self.name, "")
         async for raw_key in self._redis.scan_iter(match=_glob_escaped(head) + "*", count=1000, _type="list"):
-            key = keys.decode(raw_key)
+            key = names.decode(raw_key)
             consumer = key[len(head):]
-            if key.startswith(head) and keys.CONSUMER_ID_RE.match(consumer):
+            if key.startswith(head) and names.CONSUMER_ID_RE.match(consumer):
                 yield Held(consumer, key, self.name)
 
     async def _give_back(self, held: Held) -> list[bytes]:
         """Drop the list: each record comes back through the reader's own lease or redelivery."""
-        return [as_bytes(raw) for raw in await self._drop(keys=[keys.encode(held.key)])]
+        return [as_bytes(raw) for raw in await self._drop(keys=[names.encode(held.key)])]
 
     async def _release(self, source_key: str, raw: bytes) -> bool:
-        return bool(await self._redis.lrem(keys.encode(self._inflight), -1, raw))  # type: ignore[arg-type]
+        return bool(await self._redis.lrem(names.encode(self._inflight), -1, raw))  # type: ignore[arg-type]
 
     async def rescan(self) -> list[str]:
         try:

@@ -13,7 +13,7 @@ Two families (docs/design.md, section 2b):
   DeleteMessage. A record never acked comes back (XAUTOCLAIM, redelivery, visibility timeout).
 
 `KindRecord.raw` is an envelope-shaped JSON object built from the native record (or the native
-bytes themselves when they could not be mapped), so `bridge.intake.normalize` applies the same
+bytes themselves when they could not be mapped), so `bridge.intake.chain.normalize` applies the same
 redaction and bad-input rules as for `dead_letter:*` lists.
 """
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from bridge.sources.base import Receipt
+from bridge.sources.port import Receipt
 
 __all__ = ["KindReader", "KindRecord", "Receipt"]
 

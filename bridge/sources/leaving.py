@@ -22,11 +22,11 @@ from typing import Protocol, cast
 
 import redis.asyncio as aioredis
 
-from bridge.cause import cause_key
-from bridge.models import Alert
-from bridge.resolves import Reason, Resolve, incident_key
-from bridge.sinks.config import SinkSettingsBase
-from bridge.sources.cursor import Position
+from bridge.core.models import Alert
+from bridge.core.resolves import Reason, Resolve, incident_key
+from bridge.intake.cause import cause_key
+from bridge.sinks.sink_settings import SinkSettingsBase
+from bridge.stores.cursor import Position
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class LeaveNote:
 
 
 class Routed(Protocol):
-    """A route as the leave check sees it (`bridge.delivery.deliver.Route`)."""
+    """A route as the leave check sees it (`bridge.delivery.send.Route`)."""
 
     @property
     def settings(self) -> SinkSettingsBase: ...

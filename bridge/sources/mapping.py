@@ -1,4 +1,4 @@
-"""Native dead jobs → the envelope-shaped object `bridge.intake.normalize` reads.
+"""Native dead jobs → the envelope-shaped object `bridge.intake.chain.normalize` reads.
 
 Each kind fills a `Mapped` from its own field names; `to_raw` writes it as canonical JSON (sorted
 keys, so every replica computes the same raw digest for the same job), and `dead_letter` runs
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bridge.envelope import MAX_FIELD_CHARS, clean_text
-from bridge.intake import normalize
-from bridge.models import DeadLetter
+from bridge.core.models import DeadLetter
+from bridge.intake.chain import normalize
+from bridge.intake.envelope import MAX_FIELD_CHARS, clean_text
 from bridge.sources.kinds import KindRecord
 
 _ERROR_HEAD = re.compile(r"^([A-Za-z_][\w.$]*(?:::[A-Za-z_][\w.$]*)*)(?::\s)")

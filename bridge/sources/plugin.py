@@ -16,10 +16,10 @@ from typing import Any, Generic, TypeVar
 import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
+from bridge.clients.redis_client import build_redis
 from bridge.config.redis import RedisSettings
-from bridge.errors import ConfigError
-from bridge.redis_client import build_redis
-from bridge.sources.config import KindSettings, duplicate_source_name
+from bridge.core.errors import ConfigError
+from bridge.sources.kind_settings import KindSettings, duplicate_source_name
 from bridge.sources.kinds import KindReader
 
 K = TypeVar("K", bound=KindSettings)
@@ -52,7 +52,7 @@ class KindContext:
         return env_value(self.environ, name, owner)
 
     def store(self, redis_url_env: str | None, owner: str) -> aioredis.Redis:
-        """The Redis a table names by `redis_url_env` (one client factory: bridge.redis_client), else the bridge's."""
+        """The Redis a table names by `redis_url_env` (bridge.clients.redis_client), else the bridge's."""
         if redis_url_env is None:
             return self.bridge
         one_node = self.redis.model_copy(update={"cluster": False})  # a job system's Redis, not the bridge's cluster

@@ -3,8 +3,8 @@
 Claim:   one Lua script: up to n × LMOVE <dlq> <processing> RIGHT LEFT (a batch), then one
          MGET of the batch's claim counters (both on the source's slot); BLMOVE when idle
 Count:   the entries of a dead consumer come back as suspects (their counter key set); the death
-         counts against the one suspect it ran alone, if any (`bridge.sources.base.return_held`)
-Finish:  the hand-off's script (`bridge.handoff`): LREM processing → LPUSH archive → outbox → DEL counter
+         counts against the one suspect it ran alone, if any (`bridge.sources.port.return_held`)
+Finish:  the hand-off's script (`bridge.stores.handoff`): LREM processing → LPUSH archive → outbox → DEL counter
 Return:  LMOVE <processing> <dlq> LEFT RIGHT, one entry at a time
 
 Each step is one atomic command, so an entry is always in its DLQ, a
@@ -21,10 +21,11 @@ from collections.abc import AsyncIterator
 
 import redis.asyncio as redis
 
-from bridge import keys
 from bridge.config.sources import ListSourcesSettings
-from bridge.sources.base import Claimed, Held, Source, as_bytes
+from bridge.core import names
+from bridge.sources.port import Claimed, Held, Source, as_bytes
 from bridge.sources.tracking import SourceTracker
+from bridge.stores import keys
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +51,9 @@ MIN_RESCAN_GAP_S = 0.25  # an idle claim loop rescans at most this often while D
 class RedisListSource(Source):
     """All `dead_letter:*` lists, consumed fairly by one consumer id.
 
-    Key names are kept byte-exact: text decoded with `surrogateescape`
-    (`keys.decode`), turned back into bytes (`keys.encode`) for every Redis call,
-    and shown through `keys.display`.
+    Key key_names are kept byte-exact: text decoded with `surrogateescape`
+    (`names.decode`), turned back into bytes (`names.encode`) for every Redis call,
+    and shown through `names.display`.
     """
 
     def __init__(self, client: redis.Redis, settings: ListSourcesSettings, consumer: str) -> None:
@@ -82,7 +83,7 @@ class RedisListSource(Source):
         async with self._scan_lock:
             scan = self._tracker.begin_scan()
             async for key in self._redis.scan_iter(match=self._settings.match, count=1000, _type="list"):
-                name = keys.decode(key)
+                name = names.decode(key)
                 if not name.startswith(keys.PREFIX + ":"):
                     scan.see(name)
             self._last_scan = time.monotonic()
@@ -110,8 +111,8 @@ class RedisListSource(Source):
 
     async def _move_many(self, source: str, limit: int) -> list[bytes]:
         """Up to `limit` atomic moves into our processing list, one script call."""
-        processing = keys.encode(keys.processing(source, self.consumer))
-        raws = await self._claim_many(keys=[keys.encode(source), processing], args=[limit])
+        processing = names.encode(keys.processing(source, self.consumer))
+        raws = await self._claim_many(keys=[names.encode(source), processing], args=[limit])
         return [as_bytes(raw) for raw in raws]
 
     async def _claimed_many(self, source: str, raws: list[bytes]) -> list[Claimed]:
@@ -137,8 +138,8 @@ class RedisListSource(Source):
         source = tracker.next_cold()
         timeout = IDLE_BLOCK_SINGLE_S if count == 1 else self._settings.poll_interval_s
         raw = await self._redis.blmove(
-            keys.encode(source),  # type: ignore[arg-type]  # redis-py takes bytes keys
-            keys.encode(keys.processing(source, self.consumer)),  # type: ignore[arg-type]
+            names.encode(source),  # type: ignore[arg-type]  # redis-py takes bytes keys
+            names.encode(keys.processing(source, self.consumer)),  # type: ignore[arg-type]
             timeout,  # type: ignore[arg-type]  # Redis ≥ 6 takes fractional seconds
             "RIGHT",
             "LEFT",
@@ -146,9 +147,9 @@ class RedisListSource(Source):
         return None if raw is None else await self._claimed(source, raw)
 
     async def _move(self, source: str) -> bytes | str | None:
-        processing = keys.encode(keys.processing(source, self.consumer))
+        processing = names.encode(keys.processing(source, self.consumer))
         raw: bytes | str | None = await self._redis.lmove(
-            keys.encode(source), processing, "RIGHT", "LEFT"  # type: ignore[arg-type]  # bytes keys
+            names.encode(source), processing, "RIGHT", "LEFT"  # type: ignore[arg-type]  # bytes keys
         )
         return raw
 
@@ -161,8 +162,8 @@ class RedisListSource(Source):
 
     async def _release(self, source_key: str, raw: bytes) -> bool:
         """Atomically return one claimed entry to the right end of its DLQ."""
-        names = [keys.processing(source_key, self.consumer), source_key]
-        moved = await self._release_script(keys=[keys.encode(n) for n in names], args=[raw])
+        key_names = [keys.processing(source_key, self.consumer), source_key]
+        moved = await self._release_script(keys=[names.encode(n) for n in key_names], args=[raw])
         return bool(moved)
 
     async def _held_lists(self) -> AsyncIterator[Held]:
@@ -182,7 +183,7 @@ class RedisListSource(Source):
 
     async def _processing_keys(self, match: str = keys.PROCESSING_MATCH) -> AsyncIterator[str]:
         async for key in self._redis.scan_iter(match=match, count=1000, _type="list"):
-            yield keys.decode(key)
+            yield names.decode(key)
 
     async def drained(self) -> bool:
         await self.rescan()
@@ -193,7 +194,7 @@ class RedisListSource(Source):
         present = [s for s in self._tracker.sources if s in self._tracker.present]
         async with self._redis.pipeline(transaction=False) as pipe:
             for source in present:
-                pipe.llen(keys.encode(source))
+                pipe.llen(names.encode(source))
             lengths = await pipe.execute() if present else []
         depths = dict.fromkeys(self._tracker.sources, 0)
         depths.update(zip(present, (int(n) for n in lengths), strict=True))
@@ -203,7 +204,7 @@ class RedisListSource(Source):
 async def move_back(client: redis.Redis, processing_key: str, source_key: str) -> list[bytes]:
     """Every entry of a processing list, back to the right end of its DLQ (oldest claim last-out)."""
     moved: list[bytes] = []
-    source, processing = keys.encode(source_key), keys.encode(processing_key)
+    source, processing = names.encode(source_key), names.encode(processing_key)
     while (raw := await client.lmove(processing, source, "LEFT", "RIGHT")) is not None:  # type: ignore[arg-type]
         moved.append(as_bytes(raw))
     return moved

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import cast
 
 from bridge.sources import builders
-from bridge.sources.config import (
+from bridge.sources.kind_settings import (
     BullMQSourceSettings,
     RabbitMQSourceSettings,
     RedisStreamSourceSettings,

@@ -19,18 +19,34 @@ from typing import cast
 
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.resolves import Reason
-from bridge.sources.cursor import Cursor, Position
+from bridge.core.resolves import Reason
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.mapping import Mapped, iso_from_epoch, split_error, text, to_int, to_raw
 from bridge.sources.watched import WatchedSet, WatchedSource
+from bridge.stores.cursor import Cursor, Position
 
 KIND = "rq"
 EXPIRY_MARGIN_S = 60.0  # an entry this close to its expiry may have been cleaned up
 FAILED = b"2"
 MAX_EXC_BYTES = 64 * 1024
 _FIELDS = ("description", "origin", "ended_at", "number_of_retries", "exc_info")
+
+
+# RQ's own keys: read, never written.
+RQ_QUEUES = "rq:queues"
+
+
+def failed_key(queue: str) -> str:
+    return f"rq:failed:{queue}"
+
+
+def job_key(job_id: str) -> str:
+    return f"rq:job:{job_id}"
+
+
+def results_key(job_id: str) -> str:
+    return f"rq:results:{job_id}"
+
 
 
 def function_of(description: str | None) -> str | None:
@@ -85,7 +101,7 @@ class RQJudge:
         expiry = float(left.score)
         if 0 <= expiry <= now_s + EXPIRY_MARGIN_S:
             return None
-        return "retried" if await store.exists(keys.rq_job(left.member_id)) else "deleted"
+        return "retried" if await store.exists(job_key(left.member_id)) else "deleted"
 
 
 class RQMapper:
@@ -94,7 +110,7 @@ class RQMapper:
     def __init__(self, store: aioredis.Redis, queue: str) -> None:
         self._store = store
         self._queue = queue
-        self._source_key = f"{KIND}:{keys.rq_failed(queue)}"
+        self._source_key = f"{KIND}:{failed_key(queue)}"
 
     def member_id(self, member: bytes) -> str:
         return member.decode("utf-8", "replace")
@@ -105,9 +121,9 @@ class RQMapper:
 
     async def record(self, member: bytes, score: str, receipt: Receipt) -> KindRecord:
         job_id = self.member_id(member)
-        values = cast(list[bytes | None], await self._store.hmget(keys.rq_job(job_id), list(_FIELDS)))
+        values = cast(list[bytes | None], await self._store.hmget(job_key(job_id), list(_FIELDS)))
         fields = dict(zip(_FIELDS, values, strict=True))
-        results = await self._store.xrange(keys.rq_results(job_id), count=100)
+        results = await self._store.xrange(results_key(job_id), count=100)
         entries = cast(list[tuple[bytes, dict[bytes, bytes]]], results)
         failures = [entry for _, entry in entries if entry and entry.get(b"type") == FAILED]
         mapped = map_job(self._queue, job_id, fields, failures)
@@ -116,7 +132,7 @@ class RQMapper:
 
 async def find_queues(store: aioredis.Redis) -> list[str]:
     """Queue names RQ registered in `rq:queues` (members `rq:queue:<name>`)."""
-    members = await store.smembers(keys.RQ_QUEUES)
+    members = await store.smembers(RQ_QUEUES)
     names = (m.decode("utf-8", "replace") if isinstance(m, bytes) else str(m) for m in members)
     return sorted(n.removeprefix("rq:queue:") for n in names if n.startswith("rq:queue:"))
 
@@ -137,7 +153,7 @@ def rq_source(
         return [
             WatchedSet(
                 store,
-                keys.rq_failed(queue),
+                failed_key(queue),
                 Cursor(bridge, f"{name}:{queue}", lease_s=lease_s),
                 RQMapper(store, queue),
                 name,

@@ -15,17 +15,22 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.resolves import Reason
-from bridge.sources.cursor import Cursor, Position
+from bridge.core.resolves import Reason
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.leaving import older_job_present
 from bridge.sources.mapping import Mapped, iso_from_epoch, text, to_int, to_raw
 from bridge.sources.watched import StoreCap, WatchedSet, WatchedSource
+from bridge.stores.cursor import Cursor, Position
 
 KIND = "sidekiq"
 TRIM_MARGIN_S = 3600.0  # a job this close to the age horizon may have been trimmed
 ACTIVE_JOB_WRAPPER = "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper"
+
+
+def dead_set_key(namespace: str = "") -> str:
+    """Sidekiq's dead set (`dead`, or `<namespace>:dead` with redis-namespace): read, never written."""
+    return f"{namespace}:dead" if namespace else "dead"
+
 
 
 def parse_member(member: bytes) -> dict[str, Any] | None:
@@ -118,7 +123,7 @@ def sidekiq_source(
     dead_timeout_s: float = 180 * 24 * 3600.0,
 ) -> WatchedSource:
     """The dead set of one Sidekiq (its Redis may differ from the bridge's, which keeps the cursor)."""
-    key = keys.sidekiq_dead(namespace)
+    key = dead_set_key(namespace)
     cursor = Cursor(bridge, name, lease_s=lease_s)
     judge = SidekiqJudge(dead_max_jobs, dead_timeout_s)
     watched = WatchedSet(store, key, cursor, SidekiqMapper(f"{KIND}:{key}", dead_max_jobs), name, clock, judge)

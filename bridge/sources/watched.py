@@ -16,13 +16,13 @@ from typing import Protocol, cast
 
 import redis.asyncio as aioredis
 
-from bridge.handoff import Parcel
-from bridge.items import now_ms as wall_ms
-from bridge.resolves import Reason
-from bridge.sources.base import AckNote
-from bridge.sources.cursor import Cursor, Position
+from bridge.core.items import now_ms as wall_ms
+from bridge.core.resolves import Reason
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.leaving import Judge, LeaveNote
+from bridge.sources.port import AckNote
+from bridge.stores.cursor import Cursor, Position
+from bridge.stores.handoff import Parcel
 
 PAGE = 50
 HELD_PAGE = 250  # held jobs checked per round trip

@@ -1,6 +1,6 @@
 """An in-process circuit breaker for the gateway, plus a pause for 429 Retry-After.
 
-The fleet-wide breaker lives in Redis (bridge.summarize.gate); this one is its
+The fleet-wide breaker lives in Redis (bridge.stores.gateway_gate); this one is its
 fallback while Redis cannot be reached, with the same states:
 
     closed --(N consecutive failures)--> open --(cool-down)--> half-open

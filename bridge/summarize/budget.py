@@ -1,6 +1,6 @@
 """A calls-per-minute budget for the gateway (sliding window, in process).
 
-The fleet-wide budget lives in Redis (bridge.summarize.gate); this one is its
+The fleet-wide budget lives in Redis (bridge.stores.gateway_gate); this one is its
 fallback while Redis cannot be reached.
 """
 

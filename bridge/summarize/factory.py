@@ -5,16 +5,16 @@ from __future__ import annotations
 import httpx
 import redis.asyncio as redis
 
-from bridge.health import Health, Status
-from bridge.metrics import Metrics
-from bridge.runbooks import RunbookCatalog
+from bridge.core.health import Health, Status
+from bridge.core.metrics import Metrics
 from bridge.settings import Settings
-from bridge.summarize.base import Summarizer
-from bridge.summarize.cache import SummaryCache
+from bridge.stores.gateway_gate import FleetGate
+from bridge.stores.summary_cache import SummaryCache
 from bridge.summarize.fallback import FallbackSummarizer
-from bridge.summarize.gate import FleetGate
 from bridge.summarize.openclaw import GatewayClient
+from bridge.summarize.port import Summarizer
 from bridge.summarize.prompt import load_system_prompt
+from bridge.summarize.runbooks import RunbookCatalog
 from bridge.summarize.service import OpenClawSummarizer
 
 

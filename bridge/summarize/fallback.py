@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bridge.models import DeadLetter, Severity, Summary, SummarySource
-from bridge.runbooks import RunbookCatalog
+from bridge.core.models import DeadLetter, Severity, Summary, SummarySource
+from bridge.summarize.runbooks import RunbookCatalog
 from bridge.summarize.salvage import Defaults
 
 # Runbooks that only fit when the dead letter shows it: a hint the entry contradicts is repaired.

@@ -21,10 +21,10 @@ from typing import Any
 import httpx
 import orjson
 
-from bridge.errors import SummaryError
-from bridge.http import parse_retry_after
-from bridge.metrics import Metrics
-from bridge.models import Severity
+from bridge.clients.http import parse_retry_after
+from bridge.core.errors import SummaryError
+from bridge.core.metrics import Metrics
+from bridge.core.models import Severity
 from bridge.settings import OpenClawSettings
 
 CHAT_PATH = "/v1/chat/completions"

@@ -24,9 +24,9 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from bridge.errors import ConfigError
-from bridge.models import DeadLetter
-from bridge.redact import redact_value
+from bridge.core.errors import ConfigError
+from bridge.core.models import DeadLetter
+from bridge.intake.redact import redact_value
 
 SYSTEM_PROMPT_FILE = "system.md"
 NONCE_BYTES = 12

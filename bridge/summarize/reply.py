@@ -20,11 +20,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bridge.errors import SummaryError
-from bridge.models import SummaryDraft
-from bridge.redact import redact_text
-from bridge.secret_patterns import compile_re2
-from bridge.untrusted import strip_invisible
+from bridge.core.errors import SummaryError
+from bridge.core.models import SummaryDraft
+from bridge.core.untrusted import strip_invisible
+from bridge.intake.redact import redact_text
+from bridge.intake.secret_patterns import compile_re2
 
 MAX_REPLY_CHARS = 32 * 1024
 MAX_OBJECT_STARTS = 64

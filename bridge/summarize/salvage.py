@@ -32,8 +32,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.errors import SummaryError
-from bridge.models import Severity, SummaryDraft
+from bridge.core.errors import SummaryError
+from bridge.core.models import Severity, SummaryDraft
 from bridge.summarize.reply import URL_REMOVED, clean_text, extract_json_object
 
 TITLE_MAX = 120

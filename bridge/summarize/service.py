@@ -9,12 +9,12 @@ repaired and the repair recorded on the summary and in
 cached.
 
 The gate (breaker, 429 pause, calls-per-minute budget) is fleet-wide in Redis
-(bridge.summarize.gate). A gateway 429 whose Retry-After pause is at most
+(bridge.stores.gateway_gate). A gateway 429 whose Retry-After pause is at most
 `openclaw.max_wait_s` is waited out (outside the concurrency slots) and the
 call made again; since that happens inside the coalesced resolution, a storm
 of one cause still costs one call — across the fleet too: one replica leads
 each fingerprint's call and the others read its cached answer
-(bridge.summarize.cache). A failure whose dependency is down is keyed by its
+(bridge.stores.summary_cache). A failure whose dependency is down is keyed by its
 cause instead, and the model is shown the cause alone
 (bridge.summarize.subject): one call for an outage over any number of queues.
 Longer pauses, or an open circuit, fall back (`http_429`, `circuit_open`). A reply that breaks the schema is a quality
@@ -28,14 +28,14 @@ import logging
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
-from bridge.errors import SummaryError
-from bridge.health import Health, Status
-from bridge.metrics import Metrics
-from bridge.models import DeadLetter, Summary, SummaryDraft, SummarySource
+from bridge.core.errors import SummaryError
+from bridge.core.health import Health, Status
+from bridge.core.metrics import Metrics
+from bridge.core.models import DeadLetter, Summary, SummaryDraft, SummarySource
 from bridge.settings import OpenClawSettings
-from bridge.summarize.cache import Coalescer, SummaryCache
+from bridge.stores.gateway_gate import Admission, FleetGate, GateState, LocalGate
+from bridge.stores.summary_cache import Coalescer, SummaryCache
 from bridge.summarize.fallback import FallbackSummarizer
-from bridge.summarize.gate import Admission, FleetGate, GateState, LocalGate
 from bridge.summarize.openclaw import GatewayBusy, GatewayClient
 from bridge.summarize.reply import content_of
 from bridge.summarize.salvage import Salvaged, salvage_reply

@@ -19,10 +19,10 @@ import json
 import secrets
 from dataclasses import dataclass
 
-from bridge.cause import Cause, cause_of
-from bridge.fingerprint import fold_message
-from bridge.models import DeadLetter
-from bridge.redact import redact_value
+from bridge.core.models import DeadLetter
+from bridge.intake.cause import Cause, cause_of
+from bridge.intake.fingerprint import fold_message
+from bridge.intake.redact import redact_value
 from bridge.summarize.prompt import BEGIN, END, NONCE_BYTES, build_messages
 
 CAUSE_PREFIX = "cause:"

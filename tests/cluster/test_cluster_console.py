@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import redis.asyncio as aioredis
 
-from bridge import keys
 from bridge.settings import Settings
+from bridge.stores import keys
 from tests.conftest import envelope_entry
 from tests.test_console_api import (
     AUTH,

@@ -26,7 +26,7 @@ import httpx
 import pytest
 from redis.asyncio.cluster import RedisCluster
 
-from bridge import keys
+from bridge.stores import keys
 from tests.support.bridge_process import kill9, remaining, start_bridge, wait_healthz, write_config
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver

@@ -14,8 +14,8 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from bridge import keys
 from bridge.cli import main
+from bridge.stores import keys
 from tests.conftest import envelope_entry
 from tests.support.redis_cluster import LocalCluster
 from tests.test_delivery_commands import test_undeliverable_list_then_retry_removes_only_what_was_delivered

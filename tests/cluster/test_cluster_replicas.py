@@ -7,9 +7,9 @@ import signal
 
 from redis.asyncio.cluster import RedisCluster
 
-from bridge.metrics import Metrics
-from bridge.redis_client import build_redis
-from bridge.replicas import ReplicaWait
+from bridge.clients.redis_client import build_redis
+from bridge.clients.replicas import ReplicaWait
+from bridge.core.metrics import Metrics
 from bridge.settings import RedisSettings
 from tests.support.redis_cluster import LocalCluster
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import redis
 
-from bridge import keys
+from bridge.stores import keys
 from tests.support.bridge_process import start_bridge, wait_for, wait_healthz, write_config
 from tests.support.browser import Tab, browser_missing
 from tests.support.fake_gateway import FakeGateway

@@ -40,7 +40,7 @@ from bridge.console.views import (
     SummaryView,
     UndeliverableView,
 )
-from bridge.models import Severity, SummarySource
+from bridge.core.models import Severity, SummarySource
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'

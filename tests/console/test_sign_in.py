@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import redis
 
-from bridge import keys
+from bridge.stores import keys
 from tests.support.bridge_process import start_bridge, wait_for, wait_healthz
 from tests.support.browser import Tab, browser_missing
 from tests.support.http_server import ThreadedServer

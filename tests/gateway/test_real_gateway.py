@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.intake import normalize
-from bridge.runbooks import RunbookCatalog
+from bridge.intake.chain import normalize
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
+from bridge.stores import keys
+from bridge.summarize.runbooks import RunbookCatalog
 from tests.conftest import envelope_entry
 from tests.support.fake_model import FakeModel, last_user_text, text_of
 from tests.support.openclaw_gateway import AGENT, Gateway

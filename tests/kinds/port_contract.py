@@ -1,7 +1,7 @@
 """The source port's contract, the same for the `dead_letter:*` lists and every other kind.
 
 Like saq's `TestQueue`, `PortContract` holds the tests and each subclass says how to produce dead
-jobs and how to build the port (`bridge.sources.base.Source`); the kinds get it through
+jobs and how to build the port (`bridge.sources.port.Source`); the kinds get it through
 `tests/kinds/test_contract.py`'s `KindContract`, the lists through `TestRedisListPort` there. Every
 test runs against a real Redis (and, for RabbitMQ and SQS, the real peer when installed):
 
@@ -21,9 +21,10 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.handoff import HandOff
-from bridge.sources.base import Claimed, Source
+from bridge.core import names
+from bridge.sources.port import Claimed, Source
+from bridge.stores import keys
+from bridge.stores.handoff import HandOff
 from tests.support.receiver import make_alert
 
 CLAIM_TRIES = 8
@@ -65,7 +66,7 @@ class PortContract:
 
     async def inflight(self, claimed: Claimed, consumer: str) -> list[bytes]:
         key = claimed.inflight or keys.processing(claimed.source_key, consumer)
-        return list(await self.client().lrange(keys.encode(key), 0, -1))
+        return list(await self.client().lrange(names.encode(key), 0, -1))
 
     async def finish(self, port: Source, claimed: Claimed, *, quarantine: bool = False) -> None:
         alert = make_alert(job_id=f"j-{claimed.digest}", raw_digest=claimed.digest)
@@ -87,7 +88,7 @@ class PortContract:
         for claimed in await self.claim(port, 2):
             await self.finish(port, claimed)
         assert await self.inflight(claimed, "c1") == []
-        archived = await self.client().lrange(keys.encode(keys.alerted(claimed.source_key)), 0, -1)
+        archived = await self.client().lrange(names.encode(keys.alerted(claimed.source_key)), 0, -1)
         assert len(archived) == 2
         assert await port.claim_batch(4) == []
         assert self.store_snapshot() == before
@@ -134,7 +135,7 @@ class PortContract:
         port = await self.port("c1")
         [claimed] = await self.claim(port, 1)
         await self.finish(port, claimed, quarantine=True)
-        kept = await self.client().lrange(keys.encode(keys.quarantine(claimed.source_key)), 0, -1)
+        kept = await self.client().lrange(names.encode(keys.quarantine(claimed.source_key)), 0, -1)
         assert kept == [claimed.raw]
         assert await self.inflight(claimed, "c1") == []
         await asyncio.sleep(0)

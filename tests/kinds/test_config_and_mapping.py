@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 from pydantic import ValidationError
 
-from bridge.errors import ConfigError
+from bridge.core.errors import ConfigError
 from bridge.sources import rabbitmq, redis_stream, rq, sidekiq, sqs
 from bridge.sources.build import build_kind_sources
 from bridge.sources.kinds import KindRecord, Receipt

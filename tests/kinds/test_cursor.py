@@ -10,11 +10,11 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.sources.cursor import Cursor, Position
 from bridge.sources.kinds import KindRecord
 from bridge.sources.sidekiq import sidekiq_source
 from bridge.sources.watched import WatchedSource
+from bridge.stores import keys
+from bridge.stores.cursor import Cursor, Position
 
 NOW = 1_800_000_000.0
 

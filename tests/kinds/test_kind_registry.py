@@ -14,7 +14,7 @@ from bridge.commands.config_reference import reference
 from bridge.config.sources import ListSourcesSettings
 from bridge.settings import Settings
 from bridge.sources.build import build_kind_sources
-from bridge.sources.config import KindSettings
+from bridge.sources.kind_settings import KindSettings
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.plugin import KindContext, KindPlugin, KindRegistry
 from bridge.sources.registry import KINDS

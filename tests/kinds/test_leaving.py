@@ -12,16 +12,16 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.delivery.queue import SinkQueue
 from bridge.delivery.resolve import Resolve, parse_resolve
-from bridge.handoff import HandOff, Parcel
 from bridge.sources.bullmq import BullMQJudge, bullmq_source
-from bridge.sources.cursor import Cursor, Position
 from bridge.sources.leaving import LeaveNote
 from bridge.sources.rq import RQJudge
 from bridge.sources.sidekiq import SidekiqJudge, sidekiq_source
 from bridge.sources.watched import WatchedSource
+from bridge.stores import keys
+from bridge.stores.cursor import Cursor, Position
+from bridge.stores.handoff import HandOff, Parcel
+from bridge.stores.sink_queue import SinkQueue
 
 NOW = 1_800_000_000.0
 DAY = 24 * 3600.0

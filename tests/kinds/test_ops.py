@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from bridge.errors import ConfigError
+from bridge.core.errors import ConfigError
 from bridge.settings import load_settings
 from tests.support.ops import clean_env, cli, cli_sync
 

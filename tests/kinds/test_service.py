@@ -20,8 +20,8 @@ import httpx
 import pytest
 import redis
 
-from bridge import keys
 from bridge.sources.registry import KindSources
+from bridge.stores import keys
 from tests.kinds import producers
 from tests.support.bridge_process import kill9, start_bridge, terminate, wait_healthz
 from tests.support.http_server import serve

@@ -20,7 +20,7 @@ import httpx
 import pytest
 import redis
 
-from bridge.embedded import EmbeddedRedis, redis_server_binary
+from bridge.clients.embedded import EmbeddedRedis, redis_server_binary
 from tests.kinds import producers
 from tests.kinds.test_service import stop
 from tests.support.bridge_process import start_bridge

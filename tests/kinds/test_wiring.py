@@ -10,14 +10,14 @@ from collections.abc import Callable
 import pytest
 import redis.asyncio as aioredis
 
-from bridge import keys
-from bridge.models import DeadLetter
-from bridge.pipeline import intake, intake_of
+from bridge.core.models import DeadLetter
+from bridge.drain.pipeline import intake, intake_of
 from bridge.runtime import Runtime, open_runtime
 from bridge.settings import Settings, SourcesSettings
-from bridge.sources.base import Claimed, entry_digest
 from bridge.sources.kind_port import KindPort
 from bridge.sources.kinds import KindReader, KindRecord, Receipt
+from bridge.sources.port import Claimed, entry_digest
+from bridge.stores import keys
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver
 
@@ -150,7 +150,7 @@ async def test_a_record_past_the_intake_deadline_is_handed_off_and_archived_neve
     import threading
     import time
 
-    from bridge import pipeline
+    from bridge.drain import pipeline
 
     release = threading.Event()
     real = pipeline.intake_of

@@ -13,13 +13,13 @@ import pytest
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
 
-from bridge.health import Health
-from bridge.intake import normalize
-from bridge.metrics import Metrics
-from bridge.models import Summary
-from bridge.runbooks import RunbookCatalog
+from bridge.core.health import Health
+from bridge.core.metrics import Metrics
+from bridge.core.models import Summary
+from bridge.intake.chain import normalize
 from bridge.settings import Settings
 from bridge.summarize.factory import build_summarizer
+from bridge.summarize.runbooks import RunbookCatalog
 from tests.conftest import envelope_entry
 from tests.realmodel.conftest import TOKEN
 from tests.support.http_server import serve

@@ -23,12 +23,12 @@ import redis.asyncio as aioredis
 from bridge.commands.check import check_all
 from bridge.commands.send_test import send_test
 from bridge.console.wiring import build_console
-from bridge.delivery.undeliverable import UndeliverableStore
-from bridge.models import Severity
+from bridge.core.models import Severity
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
 from bridge.sinks.plugin import SinkContext
 from bridge.sinks.registry import SINKS
+from bridge.stores.undeliverable_records import UndeliverableStore
 from tests.conftest import envelope_entry
 from tests.support.receiver import make_alert
 from tests.support.redis_server import free_port

@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
-from bridge.errors import SinkPermanent, SinkRetryable
-from bridge.models import Alert, GroupJob, Notification
-from bridge.sinks.base import Sink
+from bridge.core.errors import SinkPermanent, SinkRetryable
+from bridge.core.models import Alert, GroupJob, Notification
 from bridge.sinks.plugin import SinkContext
+from bridge.sinks.port import Sink
 from bridge.sinks.registry import SINKS
 from tests.support.http_server import serve
 from tests.support.receiver import Received, Receiver, Reply, make_alert

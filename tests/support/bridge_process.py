@@ -110,7 +110,7 @@ async def run_until(config: Path, done: Any, timeout_s: float = 90.0) -> int:
 
 async def archived(client: Any, source: str) -> int:
     """Entries of `source` in its archive (async client)."""
-    from bridge import keys
+    from bridge.stores import keys
 
     return int(await client.llen(keys.alerted(source)))
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import signal
 
-from bridge import pipeline
 from bridge.cli import main
-from bridge.models import DeadLetter
+from bridge.core.models import DeadLetter
+from bridge.drain import pipeline
 from bridge.settings import SourcesSettings
 
 POISON_MARK = b"POISON-PILL-KILLS-INTAKE"

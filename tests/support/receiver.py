@@ -14,13 +14,13 @@ import httpx
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Request, Response
 
-from bridge.delivery.deliver import Result
-from bridge.delivery.dispatcher import Dispatcher
+from bridge.clients.http import build_http_client
+from bridge.core.health import Health
+from bridge.core.metrics import Metrics
+from bridge.core.models import Alert, DeadLetter, Severity, Summary, SummarySource
+from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.factory import build_dispatcher
-from bridge.health import Health
-from bridge.http import build_http_client
-from bridge.metrics import Metrics
-from bridge.models import Alert, DeadLetter, Severity, Summary, SummarySource
+from bridge.delivery.send import Result
 from bridge.settings import Settings
 
 

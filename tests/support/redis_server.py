@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import redis
 
-from bridge.embedded import EmbeddedRedis
+from bridge.clients.embedded import EmbeddedRedis
 
 TEST_DB = 9
 URL_ENV = "DLQ_BRIDGE_TEST_REDIS_URL"

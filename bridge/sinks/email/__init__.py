@@ -27,13 +27,13 @@ from typing import Any, Literal
 import aiosmtplib
 from pydantic import Field, SecretStr, model_validator
 
-from bridge.errors import SinkError, SinkPermanent, SinkRetryable
-from bridge.models import Alert, Notification
-from bridge.secret_fields import OptionalSecret, secret_env, secret_file
-from bridge.sinks.config import GroupBy, SinkSettingsBase
+from bridge.config.secrets import OptionalSecret, secret_env, secret_file
+from bridge.core.errors import SinkError, SinkPermanent, SinkRetryable
+from bridge.core.models import Alert, Notification
 from bridge.sinks.email import render as mail_render
 from bridge.sinks.http_errors import snippet_of
 from bridge.sinks.plugin import SinkContext, SinkPlugin
+from bridge.sinks.sink_settings import GroupBy, SinkSettingsBase
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from email.message import EmailMessage
 
 import jinja2
 
-from bridge.models import Alert, Notification
-from bridge.signing import message_id
+from bridge.core.models import Alert, Notification
 from bridge.sinks import digest
+from bridge.sinks.signing import message_id
 from bridge.sinks.webhook import header_key
 
 SUBJECT_CHARS = 200

@@ -1,0 +1,160 @@
+"""Records of deliveries that exhausted their retries (`dlq_bridge:undeliverable`).
+
+Each record is one JSON object, LPUSHed (newest left): the sink, what went
+wrong, the idempotency key, the rendered body (never a secret URL or key: the
+sinks leave those out of `render()`), and the whole Alert so that
+`dlq-bridge undeliverable retry` can deliver it again.
+
+The list is capped (`[delivery] undeliverable_max`): a sink broken through a storm
+would otherwise grow it by one rendered alert per job until Redis runs out of
+memory. The oldest records are trimmed, counted and logged; the entries themselves
+are archived whatever their deliveries did, so trimming drops a delivery record,
+never a dead letter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as redis
+from pydantic import ValidationError
+
+from bridge.core.metrics import Metrics
+from bridge.core.models import Alert
+from bridge.delivery.send import Deliverer, Route
+from bridge.stores import keys
+
+log = logging.getLogger(__name__)
+
+TRIM_LOG_EVERY_S = 60.0
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a delivery's last attempt ended with."""
+
+    attempts: int
+    status: int | None
+    error: str
+
+
+def build_record(
+    sink: str, sink_type: str, alert: Alert, body: dict[str, Any], failure: Failure
+) -> dict[str, Any]:
+    dl = alert.dead_letter
+    return {
+        "sink": sink,
+        "sink_type": sink_type,
+        "status": failure.status,
+        "error": failure.error,
+        "idempotency_key": alert.idempotency_key,
+        "attempts": failure.attempts,
+        "at": time.time(),
+        "queue": dl.queue,
+        "job_id": dl.job_id,
+        "source_key": dl.source_key,
+        "raw_digest": dl.raw_digest,
+        "body": body,
+        "alert": alert.model_dump(mode="json"),
+    }
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One record as stored: the exact string (for LREM) and its parsed form."""
+
+    raw: str
+    record: dict[str, Any]
+
+
+class UndeliverableStore:
+    """LPUSH (then trim to `keep`, when given), list and remove records; keeps the depth gauge current."""
+
+    def __init__(self, client: redis.Redis, metrics: Metrics | None = None, keep: int | None = None) -> None:
+        self._redis = client
+        self._metrics = metrics
+        self._keep = keep
+        self._unlogged_trims = 0
+        self._trim_logged_at = float("-inf")
+
+    async def push(self, record: dict[str, Any]) -> None:
+        raw = json.dumps(record, ensure_ascii=False)
+        if self._keep is None:
+            self._gauge(int(await self._redis.lpush(keys.UNDELIVERABLE, raw)))
+            return
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.lpush(keys.UNDELIVERABLE, raw)
+            pipe.ltrim(keys.UNDELIVERABLE, 0, self._keep - 1)
+            depth, _ = await pipe.execute()
+        self._trimmed(int(depth) - self._keep)
+        self._gauge(min(int(depth), self._keep))
+
+    async def depth(self) -> int:
+        depth = int(await self._redis.llen(keys.UNDELIVERABLE))
+        self._gauge(depth)
+        return depth
+
+    async def records(self, limit: int | None = None) -> list[Stored]:
+        """Newest first; unparseable records are returned with an empty dict."""
+        end = -1 if limit is None else limit - 1
+        raws = await self._redis.lrange(keys.UNDELIVERABLE, 0, end)
+        return [_parse(_text(raw)) for raw in raws]
+
+    async def remove(self, stored: Stored) -> bool:
+        """Remove exactly this record (one LREM); False if someone else already did."""
+        removed = await self._redis.lrem(keys.UNDELIVERABLE, 1, stored.raw)
+        await self.depth()
+        return bool(removed)
+
+    def _trimmed(self, count: int) -> None:
+        """Counted at once; logged at most once a minute (a storm trims once per job)."""
+        if count <= 0:
+            return
+        if self._metrics is not None:
+            self._metrics.undeliverable_trimmed.inc(count)
+        self._unlogged_trims += count
+        now = time.monotonic()
+        if now - self._trim_logged_at >= TRIM_LOG_EVERY_S:
+            log.warning("dlq_bridge:undeliverable is at delivery.undeliverable_max (%d): %d oldest record(s) "
+                        "trimmed", self._keep, self._unlogged_trims)
+            self._unlogged_trims, self._trim_logged_at = 0, now
+
+    def _gauge(self, depth: int) -> None:
+        if self._metrics is not None:
+            self._metrics.undeliverable_depth.set(depth)
+
+
+def _text(raw: bytes | str) -> str:
+    return raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
+
+
+def _parse(raw: str) -> Stored:
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        record = {}
+    return Stored(raw, record if isinstance(record, dict) else {})
+
+
+async def retry_one(
+    item: Stored, routes: dict[str, Route], deliverer: Deliverer, store: UndeliverableStore
+) -> tuple[bool, str]:
+    """Deliver one record's alert again (through the ledger); remove the record once its sink has it."""
+    record = item.record
+    route = routes.get(str(record.get("sink")))
+    if route is None:
+        return False, "skipped: no such sink is configured"
+    try:
+        alert = Alert.model_validate(record.get("alert"))
+    except ValidationError:
+        return False, "skipped: the record holds no alert to re-deliver"
+    result = await deliverer.deliver(route, alert)
+    if result.outcome == "undeliverable":
+        return False, f"still failing: {result.error or ''}"
+    removed = await store.remove(item)
+    note = "" if removed else " (record was already removed)"
+    return True, ("delivered" if result.outcome == "delivered" else "already delivered") + note
