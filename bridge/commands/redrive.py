@@ -151,7 +151,7 @@ async def _run(settings: Settings, args: argparse.Namespace, outcome: Outcome) -
 
 
 async def no_such_queue(client: redis.Redis, plan: Plan, match: str) -> str:
-    """What was not found, and the closest DLQ found that exist."""
+    """What was not found, and the closest DLQ names that exist."""
     text = f"no such queue: {plan.dlq} does not exist, nor its archive or the work queue {plan.target}"
     found = []
     async for key in client.scan_iter(match=match, count=1000, _type="list"):

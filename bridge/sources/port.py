@@ -67,7 +67,7 @@ class Receipt:
 class Claimed:
     """One entry taken from a source into this consumer's in-flight list.
 
-    `source_key` is byte-exact (`bridge.stores.names.decode`): the DLQ key of a list entry, the source's
+    `source_key` is byte-exact (`bridge.core.names.decode`): the DLQ key of a list entry, the source's
     configured name for a kind record (its bridge keys are filed under it). `suspect`: a consumer
     died (or stalled) while holding this entry, so it runs alone (`bridge.drain.solo`); `claims` counts
     the deaths while it ran alone, the only deaths held against an entry (docs/design.md, 3b).
@@ -86,7 +86,7 @@ class Claimed:
     receipt: Receipt | None = field(default=None, compare=False)
     origin: str | None = field(default=None, compare=False)
     inflight: str = field(default="", compare=False)
-    attempts: int | None = field(default=None, compare=False)  # a kind's, when the raw key_names none
+    attempts: int | None = field(default=None, compare=False)  # a kind's, when the raw names none
 
     @functools.cached_property
     def digest(self) -> str:

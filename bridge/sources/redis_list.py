@@ -51,7 +51,7 @@ MIN_RESCAN_GAP_S = 0.25  # an idle claim loop rescans at most this often while D
 class RedisListSource(Source):
     """All `dead_letter:*` lists, consumed fairly by one consumer id.
 
-    Key key_names are kept byte-exact: text decoded with `surrogateescape`
+    Key names are kept byte-exact: text decoded with `surrogateescape`
     (`names.decode`), turned back into bytes (`names.encode`) for every Redis call,
     and shown through `names.display`.
     """
