@@ -1,4 +1,4 @@
-"""The FastAPI app: `/healthz` (readiness), `/livez` (liveness), `/metrics`, and the pipeline in the lifespan."""
+"""The FastAPI app: `/healthz` (readiness), `/livez` (liveness), `/metrics`, the console built from the runtime, and the pipeline in the lifespan."""
 
 from __future__ import annotations
 
@@ -16,14 +16,18 @@ from redis.exceptions import RedisError
 
 from bridge.clients.redis_client import probe
 from bridge.clients.redis_memory import OUT_OF_MEMORY
-from bridge.console.api import build_api, running_console
+from bridge.console.actions import ConsoleActions, Resolver, enqueue_resolve_seam
+from bridge.console.api import Console, build_api, running_console
 from bridge.console.auth import Authenticator
 from bridge.console.pages import pages_router
-from bridge.console.service import ConsoleService
-from bridge.console.wiring import build_console
+from bridge.console.service import ConsoleService, KindRef
 from bridge.core.health import Status
+from bridge.delivery.factory import build_ledger
+from bridge.delivery.resolve import enqueue_resolve
+from bridge.delivery.send import Deliverer
 from bridge.runtime import Runtime, freeze_heap, open_runtime
 from bridge.settings import Settings
+from bridge.sources import refs as kind_sources
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +35,32 @@ REDIS_PING_TIMEOUT_S = 1.0
 LOOP_STALL_S = 30.0
 LIVENESS_CHECKS = ("redis", "loop")
 IDLE_EXIT_S = 0.5  # on SIGTERM with Redis down: nothing in flight this long, stop without it
+
+
+RETRY_ATTEMPTS = 3
+
+
+def default_resolver() -> Resolver:
+    """`bridge.delivery.resolve.enqueue_resolve`: durable, through the PagerDuty sink's queue."""
+    return enqueue_resolve_seam(enqueue_resolve)
+
+
+def build_console(runtime: Runtime, resolver: Resolver | None = None) -> Console:
+    settings = runtime.settings
+    kinds = [KindRef(ref.kind, source)
+             for ref, source in zip(kind_sources.configured(settings), runtime.kinds.sources, strict=False)]
+    read_only = Authenticator(settings.console.token, settings.console.auth).read_only
+    service = ConsoleService(settings, runtime.redis, list_sources=lambda: runtime.source.sources, kinds=kinds,
+                             health=runtime.health, read_only=read_only)
+    delivery = settings.delivery.model_copy(update={"max_attempts": RETRY_ATTEMPTS})
+    ledger = build_ledger(settings, runtime.redis, owner=f"{settings.redis.consumer_id}.console")
+    deliverer = Deliverer(delivery, ledger, runtime.metrics, runtime.health)
+    actions = ConsoleActions(
+        service, runtime.redis, resolver=resolver or default_resolver(),
+        routes={r.sink.name: r for r in runtime.dispatcher.routes}, deliverer=deliverer,
+        silences=runtime.delivery.handoff.silences,
+    )
+    return Console(service, actions)
 
 
 def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:

@@ -14,10 +14,10 @@ import pytest
 import redis.asyncio as aioredis
 from fastapi import FastAPI
 
+from bridge.app import build_console
 from bridge.config.console_auth import ConsoleAuthSettings
 from bridge.console.api import build_api
 from bridge.console.auth import Authenticator
-from bridge.console.wiring import build_console
 from bridge.core.errors import ConfigError
 from bridge.runtime import Runtime, open_runtime
 from bridge.settings import Settings

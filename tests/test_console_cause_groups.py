@@ -11,10 +11,10 @@ import pytest
 import redis.asyncio as aioredis
 from fastapi import FastAPI
 
+from bridge.app import build_console
 from bridge.console import fleet
 from bridge.console.auth import Authenticator
 from bridge.console.pages import pages_router
-from bridge.console.wiring import build_console
 from bridge.settings import Settings
 from tests.conftest import envelope_entry
 from tests.test_console_api import AUTH, rig

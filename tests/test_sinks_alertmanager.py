@@ -19,9 +19,9 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI
 from pydantic import SecretStr
 
+from bridge.app import build_console
 from bridge.console.api import build_api
 from bridge.console.auth import Authenticator
-from bridge.console.wiring import build_console
 from bridge.core.errors import SinkPermanent
 from bridge.core.models import Alert, Notification
 from bridge.core.resolves import Resolve, incident_key

@@ -12,8 +12,7 @@ import redis.asyncio as aioredis
 from standardwebhooks import Webhook
 
 from bridge.settings import Settings
-from bridge.sinks.signing import verify
-from bridge.sinks.webhook import header_key
+from bridge.sinks.signing import header_key, verify
 from bridge.stores import keys
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply, dispatch, make_alert, open_delivery

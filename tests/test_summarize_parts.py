@@ -8,9 +8,9 @@ import json
 import pytest
 
 from bridge.clients.http import parse_retry_after
+from bridge.core.breaker import BreakerState, CircuitBreaker
+from bridge.core.budget import CallBudget
 from bridge.core.errors import SummaryError
-from bridge.summarize.breaker import BreakerState, CircuitBreaker
-from bridge.summarize.budget import CallBudget
 from bridge.summarize.prompt import load_system_prompt, unwrap_dead_letter, user_message
 from bridge.summarize.reply import extract_json_object
 from bridge.summarize.runbooks import RunbookCatalog

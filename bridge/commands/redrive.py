@@ -155,7 +155,7 @@ async def no_such_queue(client: redis.Redis, plan: Plan, match: str) -> str:
     text = f"no such queue: {plan.dlq} does not exist, nor its archive or the work queue {plan.target}"
     found = []
     async for key in client.scan_iter(match=match, count=1000, _type="list"):
-        names.append(as_bytes(key).decode("utf-8", errors="replace"))
+        found.append(as_bytes(key).decode("utf-8", errors="replace"))
         if len(found) >= 10_000:
             break
     close = difflib.get_close_matches(plan.dlq, found, n=3)

@@ -31,9 +31,10 @@ from bridge.commands.common import (
 from bridge.core.health import Health
 from bridge.core.metrics import Metrics
 from bridge.delivery.factory import build_ledger, build_routes
+from bridge.delivery.redeliver import retry_one
 from bridge.delivery.send import Deliverer, Route
 from bridge.settings import Settings
-from bridge.stores.undeliverable_records import Stored, UndeliverableStore, retry_one
+from bridge.stores.undeliverable_records import Stored, UndeliverableStore
 
 EPILOG = """examples:
   dlq-bridge undeliverable                         # list (same as `list`)

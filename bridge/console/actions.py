@@ -16,7 +16,7 @@ entry: archive → work queue, attempts reset) and then queues a PagerDuty
 resolve (`event_action: resolve`, the trigger's dedup_key) for each
 PagerDuty sink the alert was handed to, through `Resolver` (by default
 `bridge.delivery.resolve.enqueue_resolve`: durable, through the sink queue).
-Retry reuses `bridge.commands.undeliverable.retry_one` (through the ledger).
+Retry reuses `bridge.delivery.redeliver.retry_one` (through the ledger).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from bridge.console.service import ConsoleService, record_id, silence_view
 from bridge.console.views import ActionResult, SilenceCreate, SilenceView
 from bridge.core import names
 from bridge.core.resolves import incident_key
+from bridge.delivery.redeliver import retry_one
 from bridge.delivery.send import Deliverer, Route
 from bridge.intake.cause import cause_key
 from bridge.sinks.registry import SINKS
@@ -41,7 +42,7 @@ from bridge.stores import keys
 from bridge.stores.audit import AuditLog
 from bridge.stores.requeue import Plan, finish_staged, move_batch, quarantine_plan
 from bridge.stores.silences import Silence, SilenceFilter, SilenceStore, new_id
-from bridge.stores.undeliverable_records import UndeliverableStore, retry_one
+from bridge.stores.undeliverable_records import UndeliverableStore
 
 QUARANTINE_BATCH = 1000  # entries one console redrive of a quarantine list moves at most
 

@@ -63,7 +63,6 @@ from bridge.console.service import ConsoleService
 from bridge.console.views import (
     ActionBody,
     ActionResult,
-    AuditRecord,
     EntryPage,
     EntryView,
     GroupSummaryView,
@@ -75,6 +74,7 @@ from bridge.console.views import (
     UndeliverableView,
 )
 from bridge.core.untrusted import strip_invisible
+from bridge.stores.audit import AuditRecord
 
 WHO_MAX = 200
 

@@ -40,7 +40,6 @@ from bridge.console.fleet import gateway_view, group_summaries, group_view, sink
 from bridge.console.history import HistoryItem, history
 from bridge.console.search import Searcher, SearchFilter, SearchPage
 from bridge.console.views import (
-    AuditRecord,
     EntryPage,
     EntryView,
     GroupSummaryView,
@@ -61,7 +60,7 @@ from bridge.sources.kinds import KindReader
 from bridge.sources.port import entry_digest
 from bridge.sources.watched import WatchedSource
 from bridge.stores import keys
-from bridge.stores.audit import AuditLog
+from bridge.stores.audit import AuditLog, AuditRecord
 from bridge.stores.search_index import SearchIndex
 from bridge.stores.silences import Silence, SilenceStore
 from bridge.stores.undeliverable_records import Stored, UndeliverableStore

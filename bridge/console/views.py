@@ -233,15 +233,6 @@ class SilenceView(View):
     expired_by: str | None = None
 
 
-class AuditRecord(View):
-    at: float
-    who: str
-    action: str
-    target: str
-    outcome: str
-    detail: str = ""
-
-
 class ActionResult(View):
     ok: bool
     action: str

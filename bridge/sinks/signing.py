@@ -1,4 +1,4 @@
-"""Webhook signatures: `X-Signature` (plain HMAC) and Standard Webhooks.
+"""Webhook signatures: `X-Signature` (plain HMAC) and Standard Webhooks; the idempotency key as a header.
 
 Sender side (the webhook sink) and receiver side (`verify`) in one place.
 
@@ -23,6 +23,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 WHSEC_PREFIX = "whsec_"
 DEFAULT_TOLERANCE_S = 300
@@ -181,3 +182,13 @@ def _any_match(given: set[bytes], expected: list[str]) -> bool:
         for good in expected:
             found |= hmac.compare_digest(candidate, good.encode())
     return found
+
+
+_HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+
+
+def header_key(idempotency_key: str) -> str:
+    """The key as an HTTP header value: printable ASCII as is, anything else %-encoded."""
+    if all(0x21 <= ord(c) < 0x7F for c in idempotency_key):
+        return idempotency_key
+    return quote(idempotency_key, safe=_HEADER_SAFE)

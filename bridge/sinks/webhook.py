@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote
 
 import httpx
 from pydantic import Field, model_validator
@@ -27,12 +26,11 @@ from bridge.core.models import Alert, Notification, Summary
 from bridge.sinks import cloudevents, digest
 from bridge.sinks.http_errors import post
 from bridge.sinks.plugin import SinkContext, SinkPlugin
-from bridge.sinks.signing import message_id, sign_headers
+from bridge.sinks.signing import header_key, message_id, sign_headers
 from bridge.sinks.sink_settings import SinkSettingsBase
 
 EVENT_TYPE = "dlq.alert"
 GROUP_EVENT_TYPE = "dlq.alert_group"
-_HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
 
 
 @dataclass(frozen=True)
@@ -41,13 +39,6 @@ class CloudFraming:
 
     source: str
     mode: cloudevents.Mode = "structured"
-
-
-def header_key(idempotency_key: str) -> str:
-    """The key as an HTTP header value: printable ASCII as is, anything else %-encoded."""
-    if all(0x21 <= ord(c) < 0x7F for c in idempotency_key):
-        return idempotency_key
-    return quote(idempotency_key, safe=_HEADER_SAFE)
 
 
 def render_body(alert: Alert) -> dict[str, Any]:

@@ -25,7 +25,6 @@ import redis.asyncio as aioredis
 from bridge.core.models import Alert
 from bridge.core.resolves import Reason, Resolve, incident_key
 from bridge.intake.cause import cause_key
-from bridge.sinks.sink_settings import SinkSettingsBase
 from bridge.stores.cursor import Position
 
 
@@ -45,11 +44,18 @@ class LeaveNote:
         return cls(tuple(str(s) for s in data["sinks"]), Resolve.model_validate(data["resolve"]))
 
 
+class NamedSink(Protocol):
+    """A `[[sinks]]` table, by its name."""
+
+    @property
+    def name(self) -> str: ...
+
+
 class Routed(Protocol):
     """A route as the leave check sees it (`bridge.delivery.send.Route`)."""
 
     @property
-    def settings(self) -> SinkSettingsBase: ...
+    def settings(self) -> NamedSink: ...
 
     @property
     def resolves(self) -> bool: ...

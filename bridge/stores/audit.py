@@ -7,12 +7,24 @@ import time
 from collections.abc import Callable
 
 import redis.asyncio as redis
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bridge.console.views import AuditRecord
 from bridge.stores import keys
 
 KEEP = 1000
+
+
+class AuditRecord(BaseModel):
+    """One console action: who did what to which target, with what outcome."""
+
+    model_config = ConfigDict(frozen=True)
+
+    at: float
+    who: str
+    action: str
+    target: str
+    outcome: str
+    detail: str = ""
 
 
 class AuditLog:

@@ -33,10 +33,10 @@ from typing import Literal
 import redis.asyncio as redis
 from redis.exceptions import RedisError
 
-from bridge.settings import OpenClawSettings
+from bridge.config.sections import OpenClawSettings
+from bridge.core.breaker import BreakerState, CircuitBreaker
+from bridge.core.budget import CallBudget
 from bridge.stores import keys
-from bridge.summarize.breaker import BreakerState, CircuitBreaker
-from bridge.summarize.budget import CallBudget
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ import redis.asyncio as redis
 from redis.exceptions import RedisError
 
 from bridge.core.metrics import Metrics
-from bridge.delivery.pacing import Pacer
 from bridge.stores import keys
 from bridge.stores.hold import SharedHold
+from bridge.stores.pacing import Pacer
 
 log = logging.getLogger(__name__)
 

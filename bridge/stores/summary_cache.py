@@ -30,7 +30,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Collection
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import redis.asyncio as redis
 from redis.exceptions import RedisError
@@ -39,7 +39,6 @@ from bridge.clients.batching import Batcher, flush_while_busy
 from bridge.core.errors import SummaryError
 from bridge.core.models import SummaryDraft
 from bridge.stores import keys
-from bridge.summarize.reply import validate_draft
 
 log = logging.getLogger(__name__)
 
@@ -83,12 +82,14 @@ class SummaryCache:
         ttl_s: int,
         runbook_ids: Collection[str],
         *,
+        validate: Callable[[dict[str, Any], Collection[str]], SummaryDraft],
         writes: bool = True,
         batch_writes: bool = False,
     ) -> None:
         self._client = client
         self._ttl_s = ttl_s
         self._runbook_ids = runbook_ids
+        self._validate = validate  # a stored draft, strictly (`bridge.summarize.reply.validate_draft`)
         self._writes = writes  # False: read-only (a dry run leaves no trace)
         self._batch_writes = batch_writes
         self._pending: dict[str, SummaryDraft] = {}  # answers waiting for the batched write
@@ -119,7 +120,7 @@ class SummaryCache:
 
     def _decode(self, raw: bytes | str) -> SummaryDraft | None:
         try:
-            return validate_draft(json.loads(raw), self._runbook_ids)
+            return self._validate(json.loads(raw), self._runbook_ids)
         except (ValueError, TypeError, SummaryError):
             return None  # stale or foreign value (e.g. a runbook was removed): a miss
 

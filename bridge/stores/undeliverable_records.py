@@ -21,11 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as redis
-from pydantic import ValidationError
 
 from bridge.core.metrics import Metrics
 from bridge.core.models import Alert
-from bridge.delivery.send import Deliverer, Route
 from bridge.stores import keys
 
 log = logging.getLogger(__name__)
@@ -138,23 +136,3 @@ def _parse(raw: str) -> Stored:
     except ValueError:
         record = {}
     return Stored(raw, record if isinstance(record, dict) else {})
-
-
-async def retry_one(
-    item: Stored, routes: dict[str, Route], deliverer: Deliverer, store: UndeliverableStore
-) -> tuple[bool, str]:
-    """Deliver one record's alert again (through the ledger); remove the record once its sink has it."""
-    record = item.record
-    route = routes.get(str(record.get("sink")))
-    if route is None:
-        return False, "skipped: no such sink is configured"
-    try:
-        alert = Alert.model_validate(record.get("alert"))
-    except ValidationError:
-        return False, "skipped: the record holds no alert to re-deliver"
-    result = await deliverer.deliver(route, alert)
-    if result.outcome == "undeliverable":
-        return False, f"still failing: {result.error or ''}"
-    removed = await store.remove(item)
-    note = "" if removed else " (record was already removed)"
-    return True, ("delivered" if result.outcome == "delivered" else "already delivered") + note

@@ -14,6 +14,7 @@ from bridge.summarize.fallback import FallbackSummarizer
 from bridge.summarize.openclaw import GatewayClient
 from bridge.summarize.port import Summarizer
 from bridge.summarize.prompt import load_system_prompt
+from bridge.summarize.reply import validate_draft
 from bridge.summarize.runbooks import RunbookCatalog
 from bridge.summarize.service import OpenClawSummarizer
 
@@ -40,7 +41,10 @@ def build_summarizer(
     return OpenClawSummarizer(
         oc,
         GatewayClient(oc, http, metrics, ids),
-        SummaryCache(client, oc.cache_ttl_s, ids, writes=cache_writes, batch_writes=batch_cache_writes),
+        SummaryCache(
+            client, oc.cache_ttl_s, ids, validate=validate_draft, writes=cache_writes,
+            batch_writes=batch_cache_writes,
+        ),
         fallback,
         ids,
         load_system_prompt(runbooks.catalogue()),

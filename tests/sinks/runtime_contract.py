@@ -20,9 +20,9 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
+from bridge.app import build_console
 from bridge.commands.check import check_all
 from bridge.commands.send_test import send_test
-from bridge.console.wiring import build_console
 from bridge.core.models import Severity
 from bridge.runtime import open_runtime
 from bridge.settings import Settings

@@ -19,8 +19,7 @@ import jinja2
 
 from bridge.core.models import Alert, Notification
 from bridge.sinks import digest
-from bridge.sinks.signing import message_id
-from bridge.sinks.webhook import header_key
+from bridge.sinks.signing import header_key, message_id
 
 SUBJECT_CHARS = 200
 ERROR_CHARS = 4000
