@@ -1,1 +1,8 @@
-"""Delivery: routing, retries, the ledger and undeliverable records."""
+"""Delivery: each sink drains its own durable queue at its own pace.
+
+`service` (Delivery: every sink's worker, the outbox sweep and the queue monitor), `sink_worker`
+(SinkWorker: take, deliver or group, ack), `dispatch` (routing and the final delivery of one
+item or group), `send` (Deliverer: one alert to one sink: ledger, paced attempts, retries),
+`retry`, `resolve` (queueing a resolve), `redeliver` (retrying an undeliverable record), `monitor`
+(queue depth and age), `orphans` (queues of sinks no longer configured) and `factory`.
+

@@ -3,9 +3,10 @@
 A resolve travels through the same durable sink queue as an alert (`bridge.stores.sink_queue`), so
 the worker's lease, the fleet-wide pacing, 429/503 retries with Retry-After, the attempt budget
 and the undeliverable store all apply. Its body is a `Resolve` JSON object (`"type":
-"dlq.resolve"`), told apart from an alert by that field. Only PagerDuty sinks with
-`resolve_on_retry` send it (an Events API v2 `event_action: "resolve"` with the trigger's
-`dedup_key`); every other sink drops it.
+"dlq.resolve"`), told apart from an alert by that field. It is queued for every sink whose plug-in
+`resolves` (PagerDuty with `resolve_on_retry`: an Events API v2 `event_action: "resolve"` with the
+trigger's `dedup_key`; Alertmanager with `resolve_on_retry`: the alert posted again, ended); no other sink
+gets one.
 
 Once per trigger: the ledger key of a resolve is `dlq_bridge:delivered:{<sink>}:resolve:<idempotency
 key>:<digest>`, the trigger's own ledger key with `resolve:` in front of the idempotency key. Two

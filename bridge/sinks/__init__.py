@@ -1,1 +1,6 @@
-"""Alert sinks: console, Slack, PagerDuty, webhook — one module each."""
+"""Sink types, one module each (one package for email): `slack`, `pagerduty`, `teams` (with
+`teams_card`), `email`, `alertmanager`, `webhook` (plain or CloudEvents: `cloudevents`; signatures
+and headers: `signing`) and `console`. `registry` lists them (`SINKS`); `plugin` is the plug-in
+contract, `port` the `Sink` protocol, `sink_settings` the keys every table has, `digest` the text
+of group notifications and `http_errors` how an HTTP answer maps to a retry or a failure.
+
