@@ -8,9 +8,9 @@ with a profile hook on the entry's own task and the intake threads. Every call i
 function, and every return to a `bridge/` caller, moves the walk to that function's file; a
 coroutine suspending (an await that waits) moves nothing. The summarizer counts as one stop (its
 own calls run in tasks of their own). Calls into the data that flows and its helpers (`core/`),
-settings and key names do not move the walk unless `--helpers` is given. Printed: the stays (runs of one file), the files,
-the returns (a stay in a file already left once), from the claimed entry to the end of
-`HandOff.finish`.
+settings and key names do not move the walk unless `--helpers` is given. Printed: the stays
+(runs of one file), the files, the returns (a stay in a file already left once), from the claimed
+entry to the end of `HandOff.finish`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The FastAPI app: `/healthz` (readiness), `/livez` (liveness), `/metrics`, the console built from the runtime, and the pipeline in the lifespan."""
+"""The FastAPI app: `/healthz` (readiness), `/livez` (liveness), `/metrics`, the console (built from
+the runtime), and the pipeline in the lifespan."""
 
 from __future__ import annotations
 

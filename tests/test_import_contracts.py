@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+LINT = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 
 
 def test_every_import_contract_is_kept() -> None:
     pytest.importorskip("importlinter", reason="import-linter is not installed (pip install -e '.[test]')")
     run = subprocess.run(
-        [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"],
+        [sys.executable, "-c", LINT],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
@@ -35,9 +36,7 @@ def test_a_broken_contract_is_reported(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     run = subprocess.run(
-        [sys.executable, "-c",
-         "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())",
-         "--config", str(config)],
+        [sys.executable, "-c", LINT, "--config", str(config)],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert run.returncode != 0 and "BROKEN" in run.stdout, run.stdout[-2000:]

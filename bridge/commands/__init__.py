@@ -4,4 +4,4 @@ and `common` as their helpers).
 
 Each command module exposes `add_args(parser)` and `run(settings, args) -> int`; `bridge.cli`
 registers them. Exit codes: `bridge.core.exit_codes`.
-
+"""

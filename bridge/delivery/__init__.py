@@ -5,4 +5,4 @@
 item or group), `send` (Deliverer: one alert to one sink: ledger, paced attempts, retries),
 `retry`, `resolve` (queueing a resolve), `redeliver` (retrying an undeliverable record), `monitor`
 (queue depth and age), `orphans` (queues of sinks no longer configured) and `factory`.
-
+"""

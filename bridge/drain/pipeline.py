@@ -1,4 +1,17 @@
-"""The drain: claim → normalize → summarize → hand-off → acknowledge, one loop for every source.
+"""The drain: one loop for every source, and the chain every dead letter goes through.
+
+The chain, in `Pipeline.process` (each stage one call, in this order):
+
+    claim        bridge/sources/port.py        Source.claim_batch (in `drain`), the plug-in's own claim
+    intake       bridge/intake/chain.py        bytes → redacted, fingerprinted DeadLetter, on a thread
+                                               under `entry_deadline_s`, through the solo lane
+    summarize    bridge/summarize/service.py   DeadLetter → Summary (gateway, cache, or fallback) → Alert
+    route        bridge/delivery/dispatch.py   the sinks this alert goes to (severity, queue)
+    hand-off     bridge/stores/handoff.py      archive + the alert queued for every routed sink, atomically
+    acknowledge  bridge/sources/port.py        the source lets the entry go
+
+and then, per sink, on any replica, at the sink's own pace (bridge/delivery/sink_worker.py):
+group → ledger → limit → send.
 
 Every source (the `dead_letter:*` lists, each configured kind) is a `bridge.sources.port.Source`;
 the same claim loop runs for each, and they share the worker slots (`bridge.drain.slots`), so in-flight
@@ -16,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from collections import Counter
@@ -277,7 +289,7 @@ class Pipeline:
             await self._quarantine(claimed, source, quarantine_title(claimed.claims, None))
             return
         try:
-            dead_letter = await self._normalize(claimed)
+            dead_letter = await self._intake(claimed)
         except DeadlineExceeded:
             await self._quarantine(claimed, source, quarantine_title(claimed.claims, self._settings.entry_deadline_s))
             return
@@ -290,13 +302,17 @@ class Pipeline:
         self._metrics.entry_seconds.observe(time.monotonic() - claimed.claimed_at)
         self.processed += 1
 
-    async def _normalize(self, claimed: Claimed) -> DeadLetter:
-        """Intake on a thread under `entry_deadline_s` (DeadlineExceeded), through the solo lane."""
+    async def _intake(self, claimed: Claimed) -> DeadLetter:
+        """`intake_of` on a thread under `entry_deadline_s` (DeadlineExceeded), through the solo lane."""
         offloop = self._offloop or OffLoop(1)
         self._offloop = offloop
-        job = functools.partial(intake_of, claimed, self._settings)
+        settings = self._settings
+
+        def on_a_thread() -> DeadLetter:
+            return intake_of(claimed, settings)
+
         try:
-            return await self._lane.intake(claimed, lambda: offloop.run(job, self._settings.entry_deadline_s))
+            return await self._lane.intake(claimed, lambda: offloop.run(on_a_thread, settings.entry_deadline_s))
         finally:
             self._show_runaways(offloop.runaways)
 
@@ -321,6 +337,7 @@ class Pipeline:
         self.processed += 1
 
     async def _alert_for(self, dead_letter: DeadLetter) -> Alert:
+        """The summary, and the alert it makes: routed severity and runbook link."""
         summary = await self._summarizer.summarize(dead_letter)
         self._metrics.child(self._metrics.summaries, summary.source.value, summary.fallback_reason or "").inc()
         url = self._runbook_url(summary.runbook_hint) if summary.runbook_hint else None

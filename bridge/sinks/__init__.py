@@ -3,4 +3,4 @@
 and headers: `signing`) and `console`. `registry` lists them (`SINKS`); `plugin` is the plug-in
 contract, `port` the `Sink` protocol, `sink_settings` the keys every table has, `digest` the text
 of group notifications and `http_errors` how an HTTP answer maps to a retry or a failure.
-
+"""

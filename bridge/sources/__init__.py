@@ -4,4 +4,4 @@
 `kind_port` puts a reader behind the port, `registry`/`plugin`/`builders`/`build` list and build
 the kinds, `kind_settings` their tables, `mapping` their records' fields, `refs` what commands
 and the console say about them.
-
+"""

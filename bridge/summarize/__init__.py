@@ -5,4 +5,4 @@ subject: a failure or a shared cause), `openclaw` (the gateway request), `prompt
 `salvage` (reading and repairing the model's reply), `fallback` (the static summary), `runbooks`
 (the catalogue), `factory` (building it from settings) and `port` (the Summarizer protocol). The
 cache and the fleet-wide gate keep their state in the stores.
-
+"""
