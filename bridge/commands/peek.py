@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import dataclasses
 import json
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -31,8 +30,11 @@ from bridge.core.models import DeadLetter
 from bridge.intake.chain import normalize
 from bridge.settings import Settings
 from bridge.sources import refs as kind_sources
-from bridge.stores import keys
+from bridge.stores import undeliverable_records
+from bridge.stores.archive import Archive, archive_key
 from bridge.stores.groups import Grouper
+from bridge.stores.inflight_view import is_bridge_key, processing_depths
+from bridge.stores.undeliverable_records import UndeliverableStore
 
 EPILOG = """examples:
   dlq-bridge peek                          # every DLQ: waiting, processing, archived
@@ -103,7 +105,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
             return await print_groups(client, settings, as_json=args.json)
         if args.queue is None:
             print_depths(await dlq_depths(client, settings.sources.match),
-                         int(await client.llen(keys.UNDELIVERABLE)))
+                         await UndeliverableStore(client).depth())
             print_kinds(settings)
             return EXIT_OK
         return await _list(client, settings, args)
@@ -143,18 +145,9 @@ def print_kinds(settings: Settings) -> None:
 
 async def dlq_depths(client: redis.Redis, match: str) -> list[Depths]:
     """Every source known from its DLQ, a processing list or an archive."""
-    waiting = {k: int(await client.llen(k)) for k in await _scan(client, match)
-               if not k.startswith(keys.PREFIX + ":")}
-    processing: dict[str, int] = defaultdict(int)
-    for key in await _scan(client, keys.PROCESSING_MATCH):
-        parsed = keys.parse_processing(key)
-        if parsed is not None:
-            processing[parsed.source_key] += int(await client.llen(key))
-    archived = {}
-    for key in await _scan(client, keys.ALERTED_MATCH):
-        source = keys.parse_alerted(key)
-        if source is not None:
-            archived[source] = int(await client.llen(key))
+    waiting = {k: int(await client.llen(k)) for k in await _scan(client, match) if not is_bridge_key(k)}
+    processing = await processing_depths(client)
+    archived = await Archive(client).depths()
     sources = sorted(set(waiting) | set(processing) | set(archived))
     return [Depths(s, waiting.get(s, 0), processing.get(s, 0), archived.get(s, 0)) for s in sources]
 
@@ -171,12 +164,12 @@ def print_depths(depths: list[Depths], undeliverable: int) -> None:
         rows = [[d.source, str(d.waiting), str(d.processing), str(d.archived)] for d in depths]
         print(render_table(["dlq", "waiting", "processing", "archived"], rows))
         print()
-    print(f"{keys.UNDELIVERABLE}: {undeliverable}")
+    print(f"{undeliverable_records.NAME}: {undeliverable}")
 
 
 async def _list(client: redis.Redis, settings: Settings, args: argparse.Namespace) -> int:
     source = resolve_source(args.queue, settings.sources.match)
-    key = keys.alerted(source) if args.archive else source
+    key = archive_key(source) if args.archive else source
     kind = as_bytes(await client.type(key)).decode()
     if kind not in ("list", "none"):
         print(f"peek: {key} is a {kind}, not a list")

@@ -36,9 +36,9 @@ from bridge.core import names
 from bridge.intake.chain import normalize
 from bridge.settings import Settings
 from bridge.sources import refs as kind_sources
-from bridge.stores import keys
+from bridge.stores.archive import archive_key
 from bridge.stores.audit import AuditLog
-from bridge.stores.requeue import Plan, finish_staged, move_batch, quarantine_plan
+from bridge.stores.requeue import Plan, finish_staged, move_batch, quarantine_plan, staging_key
 
 CHUNK = 500
 PROGRESS_EVERY_S = 1.0
@@ -131,12 +131,12 @@ async def _run(settings: Settings, args: argparse.Namespace, outcome: Outcome) -
         if problem:
             print(f"redrive: {problem}", file=sys.stderr)
             return EXIT_FAILED
-        if not await client.exists(plan.dlq, keys.alerted(plan.dlq), plan.target, plan.source):
+        if not await client.exists(plan.dlq, archive_key(plan.dlq), plan.target, plan.source):
             print(f"redrive: {await no_such_queue(client, plan, settings.sources.match)}", file=sys.stderr)
             return EXIT_NOT_FOUND
         if finished := await finish_staged(client, plan):
             print(f"redrive: pushed {plural(finished, 'entry', 'entries')} an interrupted redrive left "
-                  f"in {keys.redrive_staging(plan.dlq)} onto {plan.target}", file=sys.stderr)
+                  f"in {staging_key(plan.dlq)} onto {plan.target}", file=sys.stderr)
         total = int(await client.llen(plan.source))
         await redrive(client, plan, outcome, progress_printer(plan, total))
         if args.quarantine and not plan.dry_run:
@@ -170,7 +170,7 @@ def make_plan(args: argparse.Namespace, match: str) -> Plan | str:
             return "--quarantine and --from-archive name two different source lists: pick one"
         return quarantine_plan(dlq, target=args.to, dry_run=args.dry_run, limit=args.limit,
                                job_ids=frozenset(args.job_id))
-    source = keys.alerted(dlq) if args.from_archive else dlq
+    source = archive_key(dlq) if args.from_archive else dlq
     target = args.to or names.work_queue(dlq)
     if target is None:
         return f"cannot derive a work queue from {dlq} (no dead_letter: prefix): pass --to KEY"

@@ -38,7 +38,7 @@ from bridge.delivery.redeliver import retry_one
 from bridge.delivery.send import Deliverer, Route
 from bridge.intake.cause import cause_key
 from bridge.sinks.registry import SINKS
-from bridge.stores import keys
+from bridge.stores.archive import archive_key
 from bridge.stores.audit import AuditLog
 from bridge.stores.requeue import Plan, finish_staged, move_batch, quarantine_plan
 from bridge.stores.silences import Silence, SilenceFilter, SilenceStore, new_id
@@ -102,7 +102,7 @@ class ConsoleActions:
         raw = await self._service.find_raw(source, entry_id)
         if raw is None:
             return False, "no such entry in the archive (already redriven?)"
-        plan = Plan(source=keys.alerted(source), target=work, dlq=source)
+        plan = Plan(source=archive_key(source), target=work, dlq=source)
         left = await finish_staged(self._redis, plan)  # a killed cross-slot redrive of this DLQ (cluster)
         if not await move_batch(self._redis, plan, [raw]):
             return False, "the entry left the archive meanwhile"
@@ -156,7 +156,7 @@ class ConsoleActions:
         """`_redrive` of many entries of one list DLQ, its archive read once; how many moved."""
         work = names.work_queue(source)
         assert work is not None
-        plan = Plan(source=keys.alerted(source), target=work, dlq=source)
+        plan = Plan(source=archive_key(source), target=work, dlq=source)
         await finish_staged(self._redis, plan)
         moved = 0
         for entry_id, raw in (await self._service.find_raws(source, entry_ids)).items():

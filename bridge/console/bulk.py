@@ -39,8 +39,8 @@ from bridge.console.search import SearchFilter
 from bridge.console.service import ConsoleService
 from bridge.console.views import SilenceCreate
 from bridge.core import names
-from bridge.sources.port import entry_digest
-from bridge.stores import keys
+from bridge.stores.archive import archive_key
+from bridge.stores.bulk_jobs import bulk_key
 from bridge.stores.requeue import Plan, finish_staged, move_batch
 from bridge.stores.silences import SilenceStore
 
@@ -79,11 +79,6 @@ class BulkView(BaseModel):
     skipped: int = Field(description="Gone from the archive meanwhile, or parked again after the snapshot.")
     state: State
     created_at: float
-
-
-def bulk_key(bulk_id: str, part: str = "") -> str:
-    """`dlq_bridge:console:bulk:{<id>}` (+ `:<part>`): one slot per bulk action (a cluster's MULTI)."""
-    return f"{keys.PREFIX}:console:bulk:{{{bulk_id}}}" + (f":{part}" if part else "")
 
 
 class BulkError(ValueError):
@@ -158,19 +153,7 @@ class BulkActions:
 
     async def _archived(self, source: str, digests: set[str]) -> dict[str, bytes]:
         """digest → archived bytes, for those of `digests` in the source's archive (one scan)."""
-        archive, start = names.encode(keys.alerted(source)), 0
-        found: dict[str, bytes] = {}
-        while len(found) < len(digests):
-            raws = await self._redis.lrange(archive, start, start + ARCHIVE_CHUNK - 1)
-            for raw in raws:
-                data = raw if isinstance(raw, bytes) else str(raw).encode()
-                digest = entry_digest(data)
-                if digest in digests:
-                    found.setdefault(digest, data)
-            if len(raws) < ARCHIVE_CHUNK:
-                break
-            start += ARCHIVE_CHUNK
-        return found
+        return await self._service.archive.find_raws(source, digests, None, ARCHIVE_CHUNK)
 
     # --- progress -----------------------------------------------------------------------------
 
@@ -250,7 +233,7 @@ class BulkActions:
         done = skipped = 0
         for source, digests in by_source.items():
             present = await self._archived(source, set(digests))
-            scores = await self._redis.zmscore(names.encode(keys.entry_index(source)), digests)
+            scores = await self._service.archive.scores(source, digests)
             act = []
             for digest, score in zip(digests, scores, strict=True):
                 if digest in present and (score is None or float(score) <= float(meta["as_of"])):
@@ -266,12 +249,8 @@ class BulkActions:
     async def _act(self, action: str, source: str, raws: list[bytes], digests: list[str], who: str) -> int:
         if not raws:
             return 0
-        archive = keys.alerted(source)
         if action == "discard":
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for raw in raws:
-                    pipe.lrem(names.encode(archive), 1, raw)  # type: ignore[arg-type]  # bytes are fine
-                removed = [int(n) for n in await pipe.execute()]
+            removed = await self._service.archive.discard(source, raws)
             for digest, n in zip(digests, removed, strict=True):
                 if n:
                     await record_act(self._redis, source, digest, who, "bulk-discard", self._clock())
@@ -279,7 +258,7 @@ class BulkActions:
         work = names.work_queue(source)
         if work is None:
             return 0
-        plan = Plan(source=archive, target=work, dlq=source)
+        plan = Plan(source=archive_key(source), target=work, dlq=source)
         await finish_staged(self._redis, plan)
         moved = 0
         for raw, digest in zip(raws, digests, strict=True):

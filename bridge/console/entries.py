@@ -19,7 +19,7 @@ Every lookup of one page goes out in one pipelined batch.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,17 +27,15 @@ import redis.asyncio as redis
 from pydantic import ValidationError
 
 from bridge.console.views import DeliveryState, EnvelopeView, Link, SinkDelivery, SummaryView
-from bridge.core import names
 from bridge.core.models import Alert, DeadLetter
 from bridge.settings import SinkSettings
 from bridge.sinks.registry import SINKS
-from bridge.sources.port import entry_digest
-from bridge.stores import keys
-from bridge.stores.groups import group_key
-from bridge.stores.ledger import SENDING
+from bridge.stores.groups import GroupReader, group_key
+from bridge.stores.ledger import SENDING, Ledger
+from bridge.stores.sink_queue import SinkQueue
+from bridge.stores.undeliverable_records import UndeliverableStore
 
 UNDELIVERABLE_SCAN = 2000
-FIND_CHUNK = 500
 DUPLICATE_SLACK_MS = 1000  # a mark this much before the hand-off is still this hand-off's (clock skew)
 LOOKUPS_PER_SINK = 6  # ledger mark, queued item, group member and fields (open group, then closed one)
 
@@ -81,9 +79,9 @@ def undelivered_key(sink: str, idempotency_key: str, digest: str) -> tuple[str, 
 async def undelivered_index(client: redis.Redis) -> dict[tuple[str, str, str], Undelivered]:
     """(sink, idempotency key, digest) → the newest undeliverable record of it (the newest records only)."""
     found: dict[tuple[str, str, str], Undelivered] = {}
-    for raw in await client.lrange(keys.UNDELIVERABLE, 0, UNDELIVERABLE_SCAN - 1):
+    for stored in await UndeliverableStore(client).records(UNDELIVERABLE_SCAN):
+        rec = stored.record
         try:
-            rec = json.loads(raw)
             key = undelivered_key(str(rec["sink"]), str(rec["idempotency_key"]), str(rec["raw_digest"]))
         except (ValueError, KeyError, TypeError):
             continue
@@ -119,6 +117,7 @@ class DeliveryReader:
     def __init__(self, client: redis.Redis, sinks: Sequence[SinkSettings]) -> None:
         self._redis = client
         self._sinks = {s.name: s for s in sinks}
+        self._groups = {s.name: GroupReader(client, s.name) for s in sinks}
 
     async def states(self, records: Sequence[Record]) -> list[list[SinkDelivery]]:
         lookups = [(rec, sink) for rec in records for sink in rec.sinks]
@@ -138,16 +137,12 @@ class DeliveryReader:
     def _queue_lookups(self, pipe: Any, rec: Record, sink: str) -> int:
         """Queue one record's lookups for `sink` on `pipe`; returns how many (2, or 6 when grouped)."""
         alert = rec.alert
-        pipe.get(keys.delivered(sink, alert.idempotency_key, alert.dead_letter.raw_digest))
-        pipe.hexists(keys.sink_queue(sink).items, rec.item)
+        Ledger.queue_mark(pipe, sink, alert)
+        SinkQueue.queue_holds(pipe, sink, rec.item)
         group = self._group_of(rec, sink)
-        member = alert.idempotency_key
         if group is None:
             return 2
-        pipe.zscore(keys.group_jobs(sink, group), member)
-        pipe.hmget(keys.group(sink, group), ["notified", "previous_at"])
-        pipe.zscore(keys.group_jobs(sink, group, previous=True), member)
-        pipe.hmget(keys.group(sink, group, previous=True), ["notified", "previous_at"])
+        self._groups[sink].queue_member(pipe, group, alert.idempotency_key)
         return LOOKUPS_PER_SINK
 
     def _group_of(self, rec: Record, sink: str) -> str | None:
@@ -213,27 +208,3 @@ def _padded_chunks(items: Sequence[Any], counts: Sequence[int], size: int) -> li
         out.append([*items[start : start + count], *([None] * (size - count))])
         start += count
     return out
-
-
-async def find_raw(client: redis.Redis, archive: str, entry_id: str, limit: int) -> bytes | None:
-    """The raw bytes of the archived entry whose digest is `entry_id` (newest first, at most `limit` read)."""
-    return (await find_raws(client, archive, [entry_id], limit)).get(entry_id)
-
-
-async def find_raws(client: redis.Redis, archive: str, entry_ids: Collection[str], limit: int) -> dict[str, bytes]:
-    """The raw bytes of the archived entries whose digests are `entry_ids`, by digest (one pass, newest
-    first, at most `limit` read; it stops once every one is found)."""
-    wanted, found = set(entry_ids), dict[str, bytes]()
-    start = 0
-    while start < limit and wanted:
-        raws = await client.lrange(names.encode(archive), start, start + FIND_CHUNK - 1)
-        for raw in raws:
-            data = raw if isinstance(raw, bytes) else raw.encode()
-            digest = entry_digest(data)
-            if digest in wanted:
-                wanted.discard(digest)
-                found[digest] = data
-        if len(raws) < FIND_CHUNK:
-            break
-        start += FIND_CHUNK
-    return found

@@ -1,7 +1,7 @@
 """Fleet-wide state for the console: sinks (queues, health), the gateway gate, alert groups.
 
 Read-only, through the same stores the workers use: `SinkQueue.stats`, the
-grouping keys (bridge.stores.groups), `read_gate` (bridge.stores.gateway_gate).
+groups' `GroupReader` (bridge.stores.groups), `read_gate` (bridge.stores.gateway_gate).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from bridge.core.items import now_ms
 from bridge.core.models import Alert, DeadLetter, GroupJob, Severity
 from bridge.intake.cause import cause_of
 from bridge.settings import OpenClawSettings, SinkSettings
-from bridge.stores import keys
 from bridge.stores.gateway_gate import read_gate
+from bridge.stores.groups import GroupReader
 from bridge.stores.sink_queue import SinkQueue
 
 GROUPS_MAX = 200
@@ -45,7 +45,7 @@ async def sink_views(
     views = []
     for sink in sinks:
         stats = await SinkQueue(client, sink.name).stats()
-        groups = int(await client.zcard(keys.groups_due(sink.name))) if sink.group_by != "none" else 0
+        groups = await GroupReader(client, sink.name).open_count() if sink.group_by != "none" else 0
         state, detail = _health(health, sink.name)
         views.append(SinkView(name=sink.name, type=sink.type, health=state, health_detail=detail,
                               queue_depth=stats.depth, oldest_age_s=stats.oldest_age_s(at),
@@ -87,12 +87,11 @@ async def group_summaries(client: redis.Redis, sinks: Sequence[SinkSettings]) ->
     for sink in sinks:
         if sink.group_by == "none":
             continue
-        names = [_text(g) for g in await client.zrange(keys.groups_due(sink.name), 0, GROUPS_MAX - 1)]
+        reader = GroupReader(client, sink.name)
+        names = await reader.due(GROUPS_MAX)
         async with client.pipeline(transaction=False) as pipe:
             for name in names:
-                pipe.hmget(keys.group(sink.name, name), ["count", "notified", "first_seen", "last_seen",
-                                                         "severity", "first"])
-                pipe.hgetall(keys.group_queues(sink.name, name))
+                reader.queue_summary(pipe, name)
             replies = await pipe.execute() if names else []
         for i, name in enumerate(names):
             view = _summary(sink.name, name, replies[2 * i], replies[2 * i + 1])
@@ -145,16 +144,16 @@ async def group_view(
     """One group with its members (the first `members_max`, else MEMBERS_MAX, in arrival order; 0: all)
     and its first alert."""
     limit = MEMBERS_MAX if members_max is None else members_max
-    fields = await client.hmget(keys.group(sink.name, group),
-                                ["count", "notified", "first_seen", "last_seen", "severity", "first"])
-    summary = _summary(sink.name, group, fields, await client.hgetall(keys.group_queues(sink.name, group)))
+    reader = GroupReader(client, sink.name)
+    fields, queues = await reader.summary(group)
+    summary = _summary(sink.name, group, fields, queues)
     if summary is None:
         return None
     first = Alert.model_validate_json(fields[5] or b"")
-    scored = await client.zrange(keys.group_jobs(sink.name, group), 0, limit - 1, withscores=True)
+    scored = await reader.arrivals(group, limit)
     arrivals: list[tuple[str, float]] = [(_text(pair[0]), float(pair[1])) for pair in scored]
     members = [m for m, _n in arrivals]
-    details = await client.hmget(keys.group_job_details(sink.name, group), members) if members else []
+    details = await reader.job_details(group, members) if members else []
     first_dl = first.dead_letter
     jobs = []
     for (member, arrival), detail in zip(arrivals, details, strict=True):

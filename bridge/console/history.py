@@ -20,8 +20,7 @@ from pydantic import Field
 
 from bridge.console.entries import Record
 from bridge.console.views import EntryView, View
-from bridge.core import names
-from bridge.stores import keys
+from bridge.stores.archive import Archive
 from bridge.stores.search_index import SearchIndex, acted_key, jobs_key, member_ms
 
 ACTED_MAX = 20
@@ -72,7 +71,7 @@ async def history(service: EntryReader, client: redis.Redis, source: str, entry_
         members = await client.zrangebylex(jobs_key(source), b"[" + prefix, b"[" + prefix + b"\xff")
         ordered = sorted(members, key=member_ms, reverse=True)[:HISTORY_MAX]
         digests = list(dict.fromkeys([_digest(m) for m in ordered] + [entry_id]))
-    stored = await client.hmget(names.encode(keys.entry_records(source)), digests)
+    stored = await Archive(client).records(source, digests)
     found = [(d, s) for d, s in zip(digests, stored, strict=True) if s is not None]
     views = await service.views_of([(source, d, None, s) for d, s in found])
     acts = await client.hmget(acted_key(source), [d for d, _s in found]) if found else []

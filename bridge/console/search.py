@@ -39,8 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.console.entries import Record
 from bridge.console.views import EntryView, SinkDelivery
-from bridge.core import names
-from bridge.stores import keys
+from bridge.stores.archive import Archive
 from bridge.stores.search_index import SearchIndex, by_facet, facet_values, record_words, words_of
 
 SCAN_MAX = 5000
@@ -200,7 +199,7 @@ class Searcher:
             by_source.setdefault(cand.source, []).append(cand)
         async with self._redis.pipeline(transaction=False) as pipe:
             for source, cands in by_source.items():
-                pipe.hmget(names.encode(keys.entry_records(source)), [c.digest for c in cands])
+                Archive.queue_records(pipe, source, [c.digest for c in cands])
             replies = await pipe.execute() if by_source else []
         stored = {(c.source, c.digest): raw for (_s, cands), raws in zip(by_source.items(), replies, strict=True)
                   for c, raw in zip(cands, raws, strict=True)}

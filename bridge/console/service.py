@@ -35,7 +35,7 @@ from typing import Any
 
 import redis.asyncio as redis
 
-from bridge.console.entries import DeliveryReader, Record, envelope_view, find_raw, find_raws, summary_view
+from bridge.console.entries import DeliveryReader, Record, envelope_view, summary_view
 from bridge.console.fleet import gateway_view, group_summaries, group_view, sink_views
 from bridge.console.history import HistoryItem, history
 from bridge.console.search import Searcher, SearchFilter, SearchPage
@@ -59,14 +59,14 @@ from bridge.settings import Settings, SinkSettings
 from bridge.sources.kinds import KindReader
 from bridge.sources.port import entry_digest
 from bridge.sources.watched import WatchedSource
-from bridge.stores import keys
+from bridge.stores.archive import STATS_BUCKET_S, Archive, minute_of
 from bridge.stores.audit import AuditLog, AuditRecord
 from bridge.stores.search_index import SearchIndex
 from bridge.stores.silences import Silence, SilenceStore
 from bridge.stores.undeliverable_records import Stored, UndeliverableStore
 
 PAGE_MAX = 200
-HOUR_BUCKETS = 3600 // keys.STATS_BUCKET_S
+HOUR_BUCKETS = 3600 // STATS_BUCKET_S
 ARCHIVE_SCAN_EVERY_S = 30.0
 KIND_DEPTH_TIMEOUT_S = 1.0
 UNDELIVERABLE_COUNTED = 2000
@@ -109,6 +109,8 @@ class ConsoleService:
         self._deliveries = DeliveryReader(client, self._sinks)
         self._archived: tuple[float, set[str]] | None = None
         self.search_index = SearchIndex(client)
+        self.archive = Archive(client)
+        self._undeliverable = UndeliverableStore(client)
 
     @property
     def sinks(self) -> list[SinkSettings]:
@@ -122,7 +124,7 @@ class ConsoleService:
     async def overview(self) -> Overview:
         """Counts, sinks and gateway; the open groups newest first; the latest entries of every source."""
         sources = await self.sources()
-        records = await UndeliverableStore(self._redis).records(UNDELIVERABLE_COUNTED)
+        records = await self._undeliverable.records(UNDELIVERABLE_COUNTED)
         per_sink = Counter(str(r.record.get("sink", "")) for r in records)
         silences = await SilenceStore(self._redis, self._clock).all()
         now = self._clock()
@@ -132,11 +134,11 @@ class ConsoleService:
             groups=await self.groups(),
             sinks=await sink_views(self._redis, self._sinks, self._health, per_sink),
             gateway=await gateway_view(self._redis, self._settings.openclaw, _total(sources)),
-            undeliverable=int(await self._redis.llen(keys.UNDELIVERABLE)),
+            undeliverable=await self._undeliverable.depth(),
             active_silences=sum(1 for s in silences if s.active(now)),
             read_only=self.read_only,
             latest=(await self.search(SearchFilter(limit=LATEST))).entries,
-            retention=self._retention(sources, int(await self._redis.llen(keys.UNDELIVERABLE)))
+            retention=self._retention(sources, await self._undeliverable.depth())
             + await self._store_retention(),
         )
 
@@ -173,15 +175,12 @@ class ConsoleService:
         """Every list source (tracked DLQs and archives) and every kind source, by name."""
         lists = sorted((set(self._list_sources()) | await self._archived_sources()) - set(self._kinds))
         source_names = lists + sorted(self._kinds)
-        minute = int(self._clock()) // keys.STATS_BUCKET_S
+        minute = minute_of(self._clock())
         async with self._redis.pipeline(transaction=False) as pipe:
             for name in source_names:
-                # a kind's depth comes from its reader; the first LLEN only keeps the step (no ECHO: a
-                # cluster pipeline refuses it)
-                pipe.llen(names.encode(name if name in lists else keys.alerted(name)))
-                pipe.llen(names.encode(keys.alerted(name)))
-                for m in range(minute - HOUR_BUCKETS + 1, minute + 1):
-                    pipe.hgetall(names.encode(keys.handoff_stats(name, m)))
+                # a kind's depth comes from its reader; its first LLEN only keeps the step
+                self.archive.queue_depths(pipe, name, dlq_depth=name in lists)
+                self.archive.queue_stats(pipe, name, range(minute - HOUR_BUCKETS + 1, minute + 1))
             replies = await pipe.execute() if source_names else []
         step = 2 + HOUR_BUCKETS
         kind_depths = dict(zip(self._kinds, await asyncio.gather(
@@ -213,11 +212,7 @@ class ConsoleService:
         now = time.monotonic()
         if self._archived is not None and now - self._archived[0] < ARCHIVE_SCAN_EVERY_S:
             return self._archived[1]
-        found = set()
-        async for key in self._redis.scan_iter(match=keys.ALERTED_MATCH, count=SCAN_COUNT, _type="list"):
-            source = keys.parse_alerted(names.decode(key))
-            if source is not None:
-                found.add(source)
+        found = await self.archive.archived_sources(SCAN_COUNT)
         self._archived = (now, found)
         return found
 
@@ -226,14 +221,10 @@ class ConsoleService:
     async def source_entries(self, source: str, offset: int = 0, limit: int = 50) -> EntryPage:
         """The archive of `source`, newest first, `limit` (≤ PAGE_MAX) entries from `offset`."""
         offset, limit = max(offset, 0), min(max(limit, 1), PAGE_MAX)
-        archive = names.encode(keys.alerted(source))
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.llen(archive)
-            pipe.lrange(archive, offset, offset + limit - 1)
-            total, raws = await pipe.execute()
-        raws = [_bytes(r) for r in raws]
+        total, found = await self.archive.page(source, offset, limit)
+        raws = [_bytes(r) for r in found]
         digests = [entry_digest(r) for r in raws]
-        stored = await self._redis.hmget(names.encode(keys.entry_records(source)), digests) if digests else []
+        stored = await self.archive.records(source, digests) if digests else []
         entries = await self._views(source, [(d, r, s) for d, r, s in zip(digests, raws, stored, strict=True)])
         end = offset + len(raws)
         return EntryPage(source=source, offset=offset, limit=limit, total=int(total), entries=entries,
@@ -241,7 +232,7 @@ class ConsoleService:
 
     async def entry(self, source: str, entry_id: str) -> EntryView | None:
         """One entry by its id (raw digest): from its record, else from the archived bytes."""
-        stored = await self._redis.hget(names.encode(keys.entry_records(source)), entry_id)
+        stored = await self.archive.record(source, entry_id)
         raw = await self.find_raw(source, entry_id)
         if stored is None and raw is None:
             return None
@@ -249,8 +240,7 @@ class ConsoleService:
         return views[0]
 
     async def find_raw(self, source: str, entry_id: str) -> bytes | None:
-        archive = keys.alerted(source)
-        return await find_raw(self._redis, archive, entry_id, self._settings.sources.archive_max)
+        return (await self.find_raws(source, [entry_id])).get(entry_id)
 
     async def history(self, source: str, entry_id: str) -> list[HistoryItem]:
         """Every hand-off of the entry's job in `source`, newest first, with who acted (bridge.console.history)."""
@@ -258,10 +248,10 @@ class ConsoleService:
 
     async def find_raws(self, source: str, entry_ids: Collection[str]) -> dict[str, bytes]:
         """`find_raw` of many entries of one archive, in one pass over it."""
-        return await find_raws(self._redis, keys.alerted(source), entry_ids, self._settings.sources.archive_max)
+        return await self.archive.find_raws(source, entry_ids, self._settings.sources.archive_max)
 
     async def record(self, source: str, entry_id: str) -> Record | None:
-        return Record.parse(await self._redis.hget(names.encode(keys.entry_records(source)), entry_id))
+        return Record.parse(await self.archive.record(source, entry_id))
 
     async def _views(self, source: str, items: list[tuple[str, bytes | None, Any]]) -> list[EntryView]:
         return await self.views_of([(source, digest, raw, stored) for digest, raw, stored in items])
@@ -310,7 +300,7 @@ class ConsoleService:
         return found[0] if found else None
 
     async def undeliverable(self, limit: int = 100) -> list[UndeliverableView]:
-        return [undeliverable_view(s) for s in await UndeliverableStore(self._redis).records(max(limit, 1))]
+        return [undeliverable_view(s) for s in await self._undeliverable.records(max(limit, 1))]
 
     async def silences(self, include_expired: bool = False) -> list[SilenceView]:
         now = self._clock()

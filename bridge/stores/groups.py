@@ -57,7 +57,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 
+from bridge.core import names
 from bridge.core.metrics import Metrics
 from bridge.core.models import Alert, GroupJob, Notification
 from bridge.intake.cause import cause_key
@@ -85,6 +87,7 @@ class GroupedSink(Protocol):
     def repeat_interval_s(self) -> float: ...
 
 SAMPLES = 10
+SUMMARY_FIELDS = ("count", "notified", "first_seen", "last_seen", "severity", "first")  # `GroupReader.summary`
 JOBS_PER_EVENT = 500
 CLOSED_TTL_S = 7 * 24 * 3600
 
@@ -314,6 +317,50 @@ class Grouper:
     async def _update_gauge(self) -> None:
         assert self._metrics is not None
         self._metrics.open_groups.labels(self.sink).set(await self.open_groups())
+
+
+class GroupReader:
+    """Read-only: one sink's open groups as the console shows them (the keys `Grouper` writes)."""
+
+    def __init__(self, client: aioredis.Redis, sink: str) -> None:
+        self._client = client
+        self.sink = sink
+
+    async def open_count(self) -> int:
+        """Groups not yet closed (`Grouper.open_groups`, without a Grouper's scripts)."""
+        return int(await self._client.zcard(keys.groups_due(self.sink)))
+
+    async def due(self, limit: int) -> list[str]:
+        """The first `limit` open group keys, soonest due first (names exact to the byte)."""
+        found: list[Any] = await self._client.zrange(keys.groups_due(self.sink), 0, limit - 1)
+        return [names.decode(g) for g in found]
+
+    def queue_summary(self, pipe: Pipeline, group: str) -> None:
+        """Two replies: the state fields `SUMMARY_FIELDS` (HMGET), then queue → jobs (HGETALL)."""
+        pipe.hmget(keys.group(self.sink, group), list(SUMMARY_FIELDS))
+        pipe.hgetall(keys.group_queues(self.sink, group))
+
+    async def summary(self, group: str) -> tuple[list[Any], dict[Any, Any]]:
+        """`queue_summary` of one group, read in two calls."""
+        fields = await self._client.hmget(keys.group(self.sink, group), list(SUMMARY_FIELDS))
+        return list(fields), dict(await self._client.hgetall(keys.group_queues(self.sink, group)))
+
+    async def arrivals(self, group: str, limit: int) -> list[tuple[Any, Any]]:
+        """(member, arrival number) of the first `limit` members (0: all), in arrival order."""
+        found: list[Any] = await self._client.zrange(keys.group_jobs(self.sink, group), 0, limit - 1,
+                                                     withscores=True)
+        return [(member, score) for member, score in found]
+
+    async def job_details(self, group: str, members: list[str]) -> list[Any]:
+        """The stored GroupJob JSON of each member (None where missing)."""
+        return list(await self._client.hmget(keys.group_job_details(self.sink, group), members))
+
+    def queue_member(self, pipe: Pipeline, group: str, member: str) -> None:
+        """Four replies: the member's arrival and the group's `notified`, `previous_at` in the open
+        group, then the same in the cause's last closed one."""
+        for previous in (False, True):
+            pipe.zscore(keys.group_jobs(self.sink, group, previous=previous), member)
+            pipe.hmget(keys.group(self.sink, group, previous=previous), ["notified", "previous_at"])
 
 
 def _text(value: Any) -> str:

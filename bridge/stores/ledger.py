@@ -34,6 +34,7 @@ import uuid
 from types import TracebackType
 
 import redis.asyncio as redis
+from redis.asyncio.client import Pipeline
 from redis.exceptions import RedisError
 
 from bridge.core.models import Alert
@@ -112,6 +113,11 @@ class Ledger:
     @staticmethod
     def key(sink: str, alert: Alert) -> str:
         return keys.delivered(sink, alert.idempotency_key, alert.dead_letter.raw_digest)
+
+    @staticmethod
+    def queue_mark(pipe: Pipeline, sink: str, alert: Alert) -> None:
+        """Queue a read of the alert's ledger value for `sink` (one GET reply: a mark, a reservation, None)."""
+        pipe.get(Ledger.key(sink, alert))
 
     async def delivered(self, sink: str, alert: Alert) -> bool:
         """True once the alert is marked delivered to `sink` (a reservation is not)."""

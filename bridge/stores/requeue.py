@@ -85,6 +85,11 @@ async def _unstage(client: redis.Redis, target: str, staging: str, entries: list
         await pipe.execute()
 
 
+def staging_key(dlq: str) -> str:
+    """The staging list of a cross-slot redrive of `dlq` (in the DLQ's slot), for messages."""
+    return keys.redrive_staging(dlq)
+
+
 async def finish_staged(client: redis.Redis, plan: Plan) -> int:
     """Push what a killed cross-slot redrive of this DLQ left in its staging list (oldest first)."""
     if same_slot(client, plan) or plan.dry_run:

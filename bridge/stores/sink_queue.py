@@ -269,6 +269,11 @@ class SinkQueue:
         """Put leased items back at once (a graceful stop), in their place."""
         return int(await self._release(keys=self._all, args=items)) if items else 0
 
+    @staticmethod
+    def queue_holds(pipe: Pipeline, sink: str, item: str) -> None:
+        """Queue whether `sink`'s queue still holds `item`, ready or leased (one HEXISTS reply)."""
+        pipe.hexists(keys.sink_queue(sink).items, item)
+
     async def stats(self) -> QueueStats:
         ready, leased, oldest = await self._stats(keys=[self.keys.ready, self.keys.leased], args=[MAX_URGENCY])
         return QueueStats(int(ready), int(leased), None if int(oldest) < 0 else int(oldest))

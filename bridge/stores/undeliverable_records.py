@@ -29,6 +29,7 @@ from bridge.stores import keys
 log = logging.getLogger(__name__)
 
 TRIM_LOG_EVERY_S = 60.0
+NAME = keys.UNDELIVERABLE  # the list's name, for what `peek` prints
 
 
 @dataclass(frozen=True)
