@@ -108,9 +108,7 @@ def build_groupers(
     as it frees its sink-queue items (a live sender renews it while retrying).
     """
     return {
-        r.sink.name: FleetGrouper(
-            client, r.settings, every_job=SINKS.of(r.settings).every_job, metrics=metrics, lease_s=lease_s
-        )
+        r.sink.name: FleetGrouper(client, r.settings, metrics=metrics, lease_s=lease_s)
         for r in dispatcher.routes
         if r.settings.group_by != "none"
     }

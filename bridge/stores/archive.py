@@ -15,7 +15,7 @@ import redis.asyncio as redis
 from redis.asyncio.client import Pipeline
 
 from bridge.core import names
-from bridge.sources.port import entry_digest
+from bridge.intake.envelope import raw_digest
 from bridge.stores import keys
 
 STATS_BUCKET_S = keys.STATS_BUCKET_S  # one minute's counts per bucket
@@ -81,7 +81,7 @@ class Archive:
             raws = await self._redis.lrange(archive, start, start + chunk - 1)
             for raw in raws:
                 data = raw if isinstance(raw, bytes) else str(raw).encode()
-                digest = entry_digest(data)
+                digest = raw_digest(data)
                 if digest in wanted:
                     wanted.discard(digest)
                     found[digest] = data

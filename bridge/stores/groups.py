@@ -54,7 +54,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
@@ -63,28 +63,13 @@ from bridge.core import names
 from bridge.core.metrics import Metrics
 from bridge.core.models import Alert, GroupJob, Notification
 from bridge.intake.cause import cause_key
+from bridge.sinks.registry import SINKS
+from bridge.sinks.sink_settings import SinkSettingsBase
 from bridge.stores import group_scripts as scripts
 from bridge.stores import keys
 from bridge.stores.group_reply import build_notification
 
 log = logging.getLogger(__name__)
-
-
-class GroupedSink(Protocol):
-    """What the group store reads of a `[[sinks]]` table."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def group_by(self) -> str: ...
-    @property
-    def outage_min_queues(self) -> int: ...
-    @property
-    def group_wait_s(self) -> float: ...
-    @property
-    def group_interval_s(self) -> float: ...
-    @property
-    def repeat_interval_s(self) -> float: ...
 
 SAMPLES = 10
 SUMMARY_FIELDS = ("count", "notified", "first_seen", "last_seen", "severity", "first")  # `GroupReader.summary`
@@ -132,10 +117,9 @@ class Grouper:
     def __init__(
         self,
         client: aioredis.Redis,
-        sink_settings: GroupedSink,
+        sink_settings: SinkSettingsBase,
         clock: Callable[[], float] = time.time,
         *,
-        every_job: bool = False,
         metrics: Metrics | None = None,
         lease_s: float = 120.0,
         closed_ttl_s: int = CLOSED_TTL_S,
@@ -153,9 +137,8 @@ class Grouper:
         self._renew = client.register_script(scripts.RENEW_LUA)
         self._left = client.register_script(scripts.LEFT_LUA)
         self._send_now = client.register_script(scripts.SEND_NOW_LUA)
-        # Machine receivers (webhooks: the plug-in's `every_job`) get every job once, in pages of
-        # JOBS_PER_EVENT; people get samples.
-        self._page = every_job
+        # Machine receivers (webhooks) get every job once, in pages of JOBS_PER_EVENT; people get samples.
+        self._page = SINKS.of(sink_settings).every_job
         self._max_jobs = JOBS_PER_EVENT if self._page else SAMPLES
 
     def key_for(self, alert: Alert) -> str:
