@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bridge.core.items import item_id
 from bridge.core.models import Severity
-from bridge.stores import keys
 
 INCIDENT_KEY_CHARS = 255
 
@@ -53,10 +52,6 @@ class Resolve(BaseModel):
     def item_id(self, ms: int) -> str:
         """`<urgency>:<ms>:resolve:<idempotency key>:<digest>`: after its trigger, in the trigger's band."""
         return item_id(self.severity, ms, self.ledger_key_part, self.digest)
-
-
-def ledger_key(sink: str, resolve: Resolve) -> str:
-    return keys.delivered(sink, resolve.ledger_key_part, resolve.digest)
 
 
 def parse_resolve(body: str) -> Resolve | None:

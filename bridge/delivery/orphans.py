@@ -14,7 +14,7 @@ from collections.abc import Collection
 import redis.asyncio as redis
 from redis.exceptions import RedisError
 
-from bridge.stores import keys
+from bridge.stores.sink_queue import queued_sinks
 
 log = logging.getLogger(__name__)
 
@@ -22,11 +22,7 @@ log = logging.getLogger(__name__)
 async def orphan_sink_queues(client: redis.Redis, configured: Collection[str]) -> dict[str, int]:
     """Sink name → alerts queued, for each non-empty sink queue whose sink is not in `configured`."""
     found: dict[str, int] = {}
-    async for raw in client.scan_iter(match=keys.SINK_QUEUE_ITEMS_MATCH, count=1000, _type="hash"):
-        sink = keys.sink_of_queue_items(raw.decode() if isinstance(raw, bytes) else raw)
-        if sink is None or sink in configured:
-            continue
-        queued = int(await client.hlen(raw))
+    async for sink, queued in queued_sinks(client, skip=configured):
         if queued:
             found[sink] = queued
     return found

@@ -20,10 +20,10 @@ import redis.asyncio as redis
 
 from bridge.core.items import now_ms
 from bridge.core.models import Severity
-from bridge.core.resolves import RESOLVE_PREFIX, RESOLVE_TYPE, Reason, Resolve, ledger_key, parse_resolve
+from bridge.core.resolves import RESOLVE_PREFIX, RESOLVE_TYPE, Reason, Resolve, parse_resolve
 from bridge.stores.sink_queue import SinkQueue
 
-__all__ = ["RESOLVE_PREFIX", "RESOLVE_TYPE", "Reason", "Resolve", "enqueue_resolve", "ledger_key", "parse_resolve"]
+__all__ = ["RESOLVE_PREFIX", "RESOLVE_TYPE", "Reason", "Resolve", "enqueue_resolve", "parse_resolve"]
 
 
 async def enqueue_resolve(

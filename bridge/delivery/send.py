@@ -23,13 +23,12 @@ from bridge.core.errors import SinkError, SinkPermanent, SinkRetryable
 from bridge.core.health import Health, Status
 from bridge.core.metrics import Metrics
 from bridge.core.models import Alert, Notification
-from bridge.delivery.resolve import Resolve, ledger_key
+from bridge.delivery.resolve import Resolve
 from bridge.delivery.retry import retrying
 from bridge.settings import DeliverySettings, SinkSettings
 from bridge.sinks.port import Sink
 from bridge.sinks.registry import SINKS
-from bridge.stores import keys
-from bridge.stores.ledger import Ledger
+from bridge.stores.ledger import Ledger, notification_key, resolve_key
 from bridge.stores.limits import Limiter
 
 log = logging.getLogger(__name__)
@@ -129,7 +128,7 @@ class Deliverer:
         ledger = self._ledger if route.use_ledger else None
         if ledger is None:
             return await attempts()
-        key = keys.delivered(name, notification.ledger_key, notification.first.dead_letter.raw_digest)
+        key = notification_key(name, notification)
         return await self._reserved(ledger, key, name, attempts)
 
     async def deliver_resolve(
@@ -145,7 +144,7 @@ class Deliverer:
         ledger = self._ledger if route.use_ledger else None
         if ledger is None:
             return await attempts()
-        key = ledger_key(name, resolve)
+        key = resolve_key(name, resolve)
         if token is None:
             return await self._reserved(ledger, key, name, attempts)
         async with ledger.reserved(key, token) as reservation:

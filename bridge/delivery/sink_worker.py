@@ -27,10 +27,11 @@ from bridge.clients.batching import flush_while_busy
 from bridge.core.errors import REDIS_ERRORS
 from bridge.core.models import Alert, Notification
 from bridge.delivery.dispatch import Dispatcher
-from bridge.delivery.resolve import Resolve, ledger_key, parse_resolve
+from bridge.delivery.resolve import Resolve, parse_resolve
 from bridge.delivery.send import ResolveSink, Route
 from bridge.sinks.registry import SINKS
 from bridge.stores.groups import group_key_of
+from bridge.stores.ledger import resolve_key
 from bridge.stores.sink_queue import SinkQueue, Taken
 from bridge.stores.undeliverable_records import UndeliverableStore
 
@@ -238,7 +239,7 @@ class SinkWorker:
             if isinstance(sink, ResolveSink) and sendable is not None:
                 await self._dispatcher.deliver_resolve(self.route, sink, sendable, token=token)
             elif token is not None and self._ledger is not None:
-                await self._ledger.release(ledger_key(self.name, resolve), token)
+                await self._ledger.release(resolve_key(self.name, resolve), token)
             self._ack_soon(item.id)
         except REDIS_ERRORS as exc:  # stays leased: taken again when the lease runs out
             log.warning("sink %s: resolve of %s not recorded (%s); it will be retried",

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import socket
 import time
 from collections import Counter
@@ -30,21 +29,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 import redis.asyncio as redis
 
-from bridge.core import names
 from bridge.sources.kinds import KindReader, KindRecord
-from bridge.sources.port import AckNote, Claimed, Forward, Held, Source, SourceUnavailable, as_bytes
+from bridge.sources.port import AckNote, Claimed, Forward, Held, Source, SourceUnavailable
 from bridge.sources.watched import WatchedSource
-from bridge.stores import keys
+from bridge.stores.claims import inflight_key
 
 log = logging.getLogger(__name__)
 
 IDLE_PAUSE_S = (0.05, 1.0)  # an empty source is asked again after this, doubling while it stays empty
-# KEYS: an in-flight list. Returns its entries and deletes it (a dead consumer's records).
-DROP_LUA = """
-local held = redis.call('LRANGE', KEYS[1], 0, -1)
-redis.call('DEL', KEYS[1])
-return held
-"""
 
 
 class KindPort(Source):
@@ -58,8 +50,7 @@ class KindPort(Source):
         self.name = reader.name
         self.health_check = f"source:{reader.name}"
         self.leave_check_s = reader.leave_check_s if isinstance(reader, WatchedSource) else None
-        self._inflight = keys.inflight(self.name, consumer)
-        self._drop = client.register_script(DROP_LUA)
+        self._inflight = inflight_key(self.name, consumer)
         self._idle = IDLE_PAUSE_S[0]
         self._last_depth: int | None = None
 
@@ -71,7 +62,7 @@ class KindPort(Source):
             return []
         self._idle = IDLE_PAUSE_S[0]
         raws = [record.raw for record in records]
-        await self._redis.lpush(names.encode(self._inflight), *raws)
+        await self._claims.push_inflight(self._inflight, raws)
         marks = await self._marked(self.name, raws)
         claimed_at = time.monotonic()
         return [
@@ -114,19 +105,15 @@ class KindPort(Source):
         return self._inflight
 
     async def _held_lists(self) -> AsyncIterator[Held]:
-        head = keys.inflight(self.name, "")
-        async for raw_key in self._redis.scan_iter(match=_glob_escaped(head) + "*", count=1000, _type="list"):
-            key = names.decode(raw_key)
-            consumer = key[len(head):]
-            if key.startswith(head) and names.CONSUMER_ID_RE.match(consumer):
-                yield Held(consumer, key, self.name)
+        async for key, consumer in self._claims.inflight_lists(self.name):
+            yield Held(consumer, key, self.name)
 
     async def _give_back(self, held: Held) -> list[bytes]:
         """Drop the list: each record comes back through the reader's own lease or redelivery."""
-        return [as_bytes(raw) for raw in await self._drop(keys=[names.encode(held.key)])]
+        return await self._claims.drop_inflight(held.key)
 
     async def _release(self, source_key: str, raw: bytes) -> bool:
-        return bool(await self._redis.lrem(names.encode(self._inflight), -1, raw))  # type: ignore[arg-type]
+        return await self._claims.remove_inflight(self._inflight, raw)
 
     async def rescan(self) -> list[str]:
         try:
@@ -156,11 +143,6 @@ def kind_ports(readers: Sequence[KindReader], client: redis.Redis, consumer: str
                heartbeat_ttl_s: int, archive_max: int) -> list[Source]:
     """The configured kind readers, each behind the port."""
     return [KindPort(r, client, consumer, heartbeat_ttl_s=heartbeat_ttl_s, archive_max=archive_max) for r in readers]
-
-
-def _glob_escaped(text: str) -> str:
-    """`text` as a literal SCAN pattern (a source name may hold glob characters)."""
-    return re.sub(r"([\\*?\[\]])", r"\\\1", text)
 
 
 def why_unreadable(exc: BaseException) -> str:

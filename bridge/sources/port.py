@@ -7,7 +7,7 @@ each plug-in (docs/design.md, sections 2, 2b and 3b):
   in-flight list (a list DLQ: atomically, LMOVE into `dlq_bridge:processing:<ref>:<consumer>`; a
   kind: its record is leased or delivered, then its raw bytes are pushed to
   `dlq_bridge:inflight:<ref>:<consumer>`); then the port reads each entry's suspect mark and its
-  solo deaths (`keys.claims`) in one MGET;
+  solo deaths (`bridge.stores.claims`) in one MGET;
 - the drain hands the entry off (`bridge.stores.handoff`: one batched script archives or quarantines it
   out of the in-flight list and queues its alert), and only then calls `acknowledge`: nothing to do
   for a list (the hand-off moved it), the receipt acknowledged at its source for a kind (`_ack`);
@@ -20,11 +20,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import logging
-import os
-import socket
-import time
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -33,20 +29,10 @@ from typing import Any, Protocol
 
 import redis.asyncio as redis
 
-from bridge.core import names
-from bridge.stores import keys
+from bridge.stores.claims import ClaimStore
 
 log = logging.getLogger(__name__)
 
-CLAIMS_TTL_S = 7 * 24 * 3600
-FINISH_LUA = """
-local removed = redis.call('LREM', KEYS[1], -1, ARGV[1])
-if removed == 0 then return 0 end
-redis.call('LPUSH', KEYS[2], ARGV[1])
-redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[2]) - 1)
-redis.call('DEL', KEYS[3])
-return 1
-"""
 Forward = Callable[[str, Any], Awaitable[None]]  # (outbox, parcel): `HandOff.forward_parcel`
 
 
@@ -132,7 +118,7 @@ class Source(ABC):
         self.consumer = consumer
         self.heartbeat_ttl_s = heartbeat_ttl_s
         self.archive_max = archive_max
-        self._finish_script = client.register_script(FINISH_LUA)
+        self._claims = ClaimStore(client)
 
     # --- the plug-in's parts ---------------------------------------------------------------
     @abstractmethod
@@ -183,19 +169,14 @@ class Source(ABC):
         acknowledge it; False when it was no longer in our in-flight list (reaped)."""
         source = claimed.source_key
         inflight = claimed.inflight or self._inflight_key(source)
-        key_names = [inflight, keys.alerted(source), keys.claims(source, claimed.digest)]
-        encoded = [names.encode(n) for n in key_names]
-        done = await self._finish_script(keys=encoded, args=[claimed.raw, self.archive_max])
+        done = await self._claims.finish(inflight, source, claimed.raw, claimed.digest, self.archive_max)
         if done:
             await self.acknowledge(claimed)
-        return bool(done)
+        return done
 
     async def _marked(self, source_key: str, raws: list[bytes]) -> list[tuple[int, bool]]:
         """(solo deaths, suspect) per entry: one MGET of their claim counters (the source's slot)."""
-        if not raws:
-            return []
-        counters = await self._redis.mget([names.encode(keys.claims(source_key, entry_digest(raw))) for raw in raws])
-        return [(int(n or 0), n is not None) for n in counters]
+        return await self._claims.marks(source_key, [entry_digest(raw) for raw in raws])
 
     async def held_lists(self) -> list[Held]:
         return [held async for held in self._held_lists()]
@@ -211,8 +192,8 @@ class Source(ABC):
         """Everything in this consumer's in-flight lists, as (source key, raw) counts."""
         found: Counter[tuple[str, bytes]] = Counter()
         async for held in self._own_lists():
-            for raw in await self._redis.lrange(names.encode(held.key), 0, -1):
-                found[(held.source_key, as_bytes(raw))] += 1
+            for raw in await self._claims.entries(held.key):
+                found[(held.source_key, raw)] += 1
         return found
 
     async def _own_lists(self) -> AsyncIterator[Held]:
@@ -231,18 +212,16 @@ class Source(ABC):
 
     async def run_alone(self, claimed: Claimed) -> None:
         """Note the suspect this consumer runs alone: a death before `ran_alone` is held against it."""
-        note = claimed.digest.encode() + names.encode(claimed.source_key)
-        await self._redis.set(keys.solo(self.consumer), note, ex=CLAIMS_TTL_S)
+        await self._claims.note_solo(self.consumer, claimed.digest, claimed.source_key)
 
     async def ran_alone(self) -> None:
-        await self._redis.delete(keys.solo(self.consumer))
+        await self._claims.drop_solo(self.consumer)
 
     async def heartbeat(self) -> None:
-        info = {"host": socket.gethostname(), "pid": os.getpid(), "at": time.time()}
-        await self._redis.set(keys.heartbeat(self.consumer), json.dumps(info), ex=self.heartbeat_ttl_s)
+        await self._claims.beat(self.consumer, self.heartbeat_ttl_s)
 
     async def drop_heartbeat(self) -> None:
-        await self._redis.delete(keys.heartbeat(self.consumer))
+        await self._claims.drop_heartbeat(self.consumer)
 
     async def rescan(self) -> list[str]:
         return []
@@ -268,14 +247,14 @@ class Source(ABC):
 
 async def recover_own(sources: Sequence[Source]) -> int:
     """Give back everything this consumer holds in any source (its previous run died)."""
-    client, consumer = sources[0]._redis, sources[0].consumer
+    store, consumer = sources[0]._claims, sources[0].consumer
     held = [(source, h) for source in sources for h in await source.held_lists() if h.consumer == consumer]
-    return await return_held(client, consumer, held)
+    return await return_held(store, consumer, held)
 
 
 async def reap_dead(sources: Sequence[Source]) -> int:
     """Give back what consumers whose heartbeat expired (even never-seen ids) held in any source."""
-    client, consumer = sources[0]._redis, sources[0].consumer
+    store, consumer = sources[0]._claims, sources[0].consumer
     by_consumer: dict[str, list[tuple[Source, Held]]] = {}
     for source in sources:
         for held in await source.held_lists():
@@ -283,44 +262,42 @@ async def reap_dead(sources: Sequence[Source]) -> int:
                 by_consumer.setdefault(held.consumer, []).append((source, held))
     moved = 0
     for dead, lists in by_consumer.items():
-        if not await client.exists(keys.heartbeat(dead)):
-            count = await return_held(client, dead, lists)
+        if not await store.alive(dead):
+            count = await return_held(store, dead, lists)
             if count:
                 log.warning("reaped %d entries of dead consumer %s", count, dead)
             moved += count
     return moved
 
 
-async def return_held(client: redis.Redis, consumer: str, lists: Sequence[tuple[Source, Held]]) -> int:
+async def return_held(store: ClaimStore, consumer: str, lists: Sequence[tuple[Source, Held]]) -> int:
     """Give back a dead (or stalled) consumer's in-flight lists, each entry marked a suspect.
 
     The death is held against one entry at most (its suspect counter, `dlq_bridge:claims:<ref>:<digest>`,
-    goes up by one): the suspect the consumer noted it ran alone (`keys.solo`), else the only entry it
+    goes up by one): the suspect the consumer noted it ran alone (its solo note), else the only entry it
     held in any source. Every other entry was a bystander: it is a suspect now, its count unchanged,
     and runs alone next time. The drain quarantines an entry once its count reaches
     `sources.quarantine_after`. A crash between the give-back and the marks leaves them unmarked (an
     under-count), never an entry lost.
     """
-    alone = await client.getdel(names.encode(keys.solo(consumer)))
+    alone = await store.take_solo(consumer)
     returned: dict[str, list[bytes]] = {}
     for source, held in lists:
         returned.setdefault(held.source_key, []).extend(await source.give_back(held))
     total = sum(len(raws) for raws in returned.values())
-    convicted = _convicted(as_bytes(alone) if alone else b"", returned, total)
+    convicted = _convicted(alone, returned, total)
     for source_key, raws in returned.items():
-        async with client.pipeline(transaction=False) as pipe:
-            for raw in raws:
-                counter = names.encode(keys.claims(source_key, entry_digest(raw)))
-                pipe.incrby(counter, 1 if (source_key, raw) == convicted else 0)
-                pipe.expire(counter, CLAIMS_TTL_S)
-            await pipe.execute()
+        deaths = [(entry_digest(raw), 1 if (source_key, raw) == convicted else 0) for raw in raws]
+        await store.count_deaths(source_key, deaths)
     return total
 
 
-def _convicted(alone: bytes, returned: dict[str, list[bytes]], total: int) -> tuple[str, bytes] | None:
+def _convicted(
+    alone: tuple[str, str] | None, returned: dict[str, list[bytes]], total: int
+) -> tuple[str, bytes] | None:
     """The entry a death is held against: the noted solo suspect if it was still held, else a lone entry."""
-    if alone:
-        digest, source_key = alone[:16].decode("ascii", "replace"), names.decode(alone[16:])
+    if alone is not None:
+        digest, source_key = alone
         for raw in returned.get(source_key, []):
             if entry_digest(raw) == digest:
                 return source_key, raw

@@ -25,7 +25,7 @@ from bridge.config.sources import ListSourcesSettings
 from bridge.core import names
 from bridge.sources.port import Claimed, Held, Source, as_bytes
 from bridge.sources.tracking import SourceTracker
-from bridge.stores import keys
+from bridge.stores.claims import is_bridge_key, own_processing_match, processing_key
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class RedisListSource(Source):
             scan = self._tracker.begin_scan()
             async for key in self._redis.scan_iter(match=self._settings.match, count=1000, _type="list"):
                 name = names.decode(key)
-                if not name.startswith(keys.PREFIX + ":"):
+                if not is_bridge_key(name):
                     scan.see(name)
             self._last_scan = time.monotonic()
             self._tracker.end_scan(scan, self._last_scan)
@@ -111,7 +111,7 @@ class RedisListSource(Source):
 
     async def _move_many(self, source: str, limit: int) -> list[bytes]:
         """Up to `limit` atomic moves into our processing list, one script call."""
-        processing = names.encode(keys.processing(source, self.consumer))
+        processing = names.encode(processing_key(source, self.consumer))
         raws = await self._claim_many(keys=[names.encode(source), processing], args=[limit])
         return [as_bytes(raw) for raw in raws]
 
@@ -139,7 +139,7 @@ class RedisListSource(Source):
         timeout = IDLE_BLOCK_SINGLE_S if count == 1 else self._settings.poll_interval_s
         raw = await self._redis.blmove(
             names.encode(source),  # type: ignore[arg-type]  # redis-py takes bytes keys
-            names.encode(keys.processing(source, self.consumer)),  # type: ignore[arg-type]
+            names.encode(processing_key(source, self.consumer)),  # type: ignore[arg-type]
             timeout,  # type: ignore[arg-type]  # Redis ≥ 6 takes fractional seconds
             "RIGHT",
             "LEFT",
@@ -147,7 +147,7 @@ class RedisListSource(Source):
         return None if raw is None else await self._claimed(source, raw)
 
     async def _move(self, source: str) -> bytes | str | None:
-        processing = names.encode(keys.processing(source, self.consumer))
+        processing = names.encode(processing_key(source, self.consumer))
         raw: bytes | str | None = await self._redis.lmove(
             names.encode(source), processing, "RIGHT", "LEFT"  # type: ignore[arg-type]  # bytes keys
         )
@@ -158,32 +158,25 @@ class RedisListSource(Source):
         return (await self._claimed_many(source, [as_bytes(value)]))[0]
 
     def _inflight_key(self, source_key: str) -> str:
-        return keys.processing(source_key, self.consumer)
+        return processing_key(source_key, self.consumer)
 
     async def _release(self, source_key: str, raw: bytes) -> bool:
         """Atomically return one claimed entry to the right end of its DLQ."""
-        key_names = [keys.processing(source_key, self.consumer), source_key]
+        key_names = [processing_key(source_key, self.consumer), source_key]
         moved = await self._release_script(keys=[names.encode(n) for n in key_names], args=[raw])
         return bool(moved)
 
     async def _held_lists(self) -> AsyncIterator[Held]:
-        async for key in self._processing_keys():
-            parsed = keys.parse_processing(key)
-            if parsed is not None:
-                yield Held(parsed.consumer, key, parsed.source_key)
+        async for key, parsed in self._claims.processing_lists():
+            yield Held(parsed.consumer, key, parsed.source_key)
 
     async def _own_lists(self) -> AsyncIterator[Held]:
-        async for key in self._processing_keys(f"{keys.PREFIX}:processing:*:{self.consumer}"):
-            parsed = keys.parse_processing(key)
-            if parsed is not None and parsed.consumer == self.consumer:
+        async for key, parsed in self._claims.processing_lists(own_processing_match(self.consumer)):
+            if parsed.consumer == self.consumer:
                 yield Held(parsed.consumer, key, parsed.source_key)
 
     async def _give_back(self, held: Held) -> list[bytes]:
         return await move_back(self._redis, held.key, held.source_key)
-
-    async def _processing_keys(self, match: str = keys.PROCESSING_MATCH) -> AsyncIterator[str]:
-        async for key in self._redis.scan_iter(match=match, count=1000, _type="list"):
-            yield names.decode(key)
 
     async def drained(self) -> bool:
         await self.rescan()

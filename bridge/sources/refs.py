@@ -2,19 +2,33 @@
 
 `check` builds each kind reader and reports its depth; `peek` lists them and points to the job
 system's own UI; `redrive` refuses them and says which UI retries (docs/design.md, section 2b).
+Each takes the configuration as a `KindConfig` (`bridge.settings.Settings` is one): the sources sit
+below the settings, which import their registry.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Protocol
 
 import redis.asyncio as redis
+from pydantic import BaseModel
 
-from bridge.settings import Settings
+from bridge.config.redis import RedisSettings
 from bridge.sources.build import build_kind_sources
 from bridge.sources.kinds import KindReader
 from bridge.sources.registry import KINDS
+
+
+class KindConfig(Protocol):
+    """What the refs read of the configuration: the kind source tables and the bridge's Redis."""
+
+    @property
+    def sources(self) -> BaseModel: ...
+
+    @property
+    def redis(self) -> RedisSettings: ...
 
 
 @dataclass(frozen=True)
@@ -27,12 +41,12 @@ class KindRef:
         return KINDS.named(self.kind).own_ui
 
 
-def configured(settings: Settings) -> list[KindRef]:
+def configured(settings: KindConfig) -> list[KindRef]:
     """Every configured kind source, in build order (bridge/sources/registry.py)."""
     return [KindRef(plugin.kind, table.source_name()) for plugin, table in KINDS.configured(settings.sources)]
 
 
-def find(settings: Settings, queue: str) -> KindRef | None:
+def find(settings: KindConfig, queue: str) -> KindRef | None:
     """The kind source named `queue` (or the only source of kind `queue`); None for a list queue."""
     refs = configured(settings)
     by_name = [ref for ref in refs if ref.name == queue]
@@ -42,7 +56,7 @@ def find(settings: Settings, queue: str) -> KindRef | None:
     return by_kind[0] if len(by_kind) == 1 else None
 
 
-async def depths(settings: Settings, client: redis.Redis, probe_s: float) -> list[tuple[KindRef, int | str]]:
+async def depths(settings: KindConfig, client: redis.Redis, probe_s: float) -> list[tuple[KindRef, int | str]]:
     """Depth per kind source, or the error's type name (never a URL or a secret)."""
     refs = configured(settings)
     if not refs:

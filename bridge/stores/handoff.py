@@ -47,6 +47,7 @@ from bridge.core import names
 from bridge.core.items import item_id, now_ms
 from bridge.core.models import Alert
 from bridge.stores import keys
+from bridge.stores.claims import claims_key, processing_key
 from bridge.stores.silences import SilenceFilter
 from bridge.stores.sink_queue import SinkQueue
 
@@ -252,7 +253,7 @@ class HandOff:
             return done
         # quarantine: the entry, untrimmed, to dlq_bridge:quarantine:<ref> (trim 0) in one script
         key_names = [self._inflight(claimed), keys.quarantine(source), outbox,
-                 keys.claims(source, claimed.digest), *record.keys]
+                 claims_key(source, claimed.digest), *record.keys]
         done = await self._replicas.script(
             self._script,
             keys=[names.encode(name) for name in key_names],  # byte-exact: a key name need not be UTF-8
@@ -271,7 +272,7 @@ class HandOff:
         args: list[bytes | str | int] = [self._archive_max, self._archive_max, STATS_TTL_S]
         for claimed, parcel, record in batch:
             digest, body, ms, _keep, summary_source, _ttl = record.args
-            key_names += [keys.claims(source, claimed.digest), record.keys[2]]
+            key_names += [claims_key(source, claimed.digest), record.keys[2]]
             args += [claimed.raw, parcel.id if parcel else "", parcel.encode() if parcel else "",
                      digest, body, ms, summary_source]
         done = await self._replicas.script(self._many_script, [names.encode(name) for name in key_names], args)
@@ -281,7 +282,7 @@ class HandOff:
 
     def _inflight(self, claimed: HandedOff) -> str:
         """The in-flight list holding `claimed`: a kind's own, else the list DLQ's processing list."""
-        return claimed.inflight or keys.processing(claimed.source_key, self._consumer)
+        return claimed.inflight or processing_key(claimed.source_key, self._consumer)
 
     async def forward_parcel(self, outbox: str, parcel: Parcel) -> None:
         """Forward a parcel another script put in `outbox` (the resolve of a job that left a watched

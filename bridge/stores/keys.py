@@ -1,4 +1,8 @@
-"""Every Redis key name the bridge uses, in one place (docs/design.md, section 2)."""
+"""Every Redis key name the bridge uses, in one place (docs/design.md, section 2).
+
+Each structure is read and written by its store in `bridge/stores/`, which takes its key names from
+here (claim bookkeeping: `bridge.stores.claims`); modules outside `bridge/stores/` go through the store.
+"""
 
 from __future__ import annotations
 

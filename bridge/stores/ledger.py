@@ -1,7 +1,8 @@
 """The per-sink delivery ledger (docs/design.md, section 2): what reached a sink.
 
 One key per (sink, alert): `dlq_bridge:delivered:{<sink>}:<idempotency key>:<digest>`
-(or a Notification's ledger key). It goes through two states:
+(or a Notification's ledger key: `notification_key`; a resolve's: `resolve_key`, `resolve:<idempotency
+key>`). It goes through two states:
 
     (absent) --SET NX PX--> "sending:<owner>:<token>" --2xx--> {"at": ...} (TTL ledger_ttl_s)
                                      |--final failure / cancel--> (deleted by its owner)
@@ -37,7 +38,8 @@ import redis.asyncio as redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import RedisError
 
-from bridge.core.models import Alert
+from bridge.core.models import Alert, Notification
+from bridge.core.resolves import Resolve
 from bridge.stores import keys
 from bridge.stores.sink_queue import Reserve
 
@@ -69,6 +71,16 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
+
+
+def resolve_key(sink: str, resolve: Resolve) -> str:
+    """The ledger key of a resolve: the trigger's, `resolve:` in front of its idempotency key."""
+    return keys.delivered(sink, resolve.ledger_key_part, resolve.digest)
+
+
+def notification_key(sink: str, notification: Notification) -> str:
+    """The ledger key of a group notification (`Notification.ledger_key`, its first alert's digest)."""
+    return keys.delivered(sink, notification.ledger_key, notification.first.dead_letter.raw_digest)
 
 
 class Ledger:

@@ -18,6 +18,7 @@ ms` would not: 1.7e12 ms spans 170 priorities.
 Take: one script re-queues expired leases, pops the lowest scores and leases
 them (an id already leased is skipped). Ack: one script drops a batch of
 items. Every script touches one slot.
+`queued_sinks` finds every sink queue in Redis by SCAN (`bridge.delivery.orphans`).
 
 A sink that keeps a ledger takes with reservations (`take(n, reserve=...)`): the
 item's ledger key (`dlq_bridge:delivered:{<sink>}:<idempotency key>:<digest>`,
@@ -29,7 +30,7 @@ delivery mark in the same script that drops the item (`ack(..., marks=...)`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 
 import redis.asyncio as redis
@@ -277,6 +278,15 @@ class SinkQueue:
     async def stats(self) -> QueueStats:
         ready, leased, oldest = await self._stats(keys=[self.keys.ready, self.keys.leased], args=[MAX_URGENCY])
         return QueueStats(int(ready), int(leased), None if int(oldest) < 0 else int(oldest))
+
+
+async def queued_sinks(client: redis.Redis, skip: Collection[str] = ()) -> AsyncIterator[tuple[str, int]]:
+    """(sink, items queued) for each sink queue in Redis whose sink is not in `skip`: a SCAN for the
+    `items` hashes (every master on a cluster), then one HLEN per queue reported."""
+    async for raw in client.scan_iter(match=keys.SINK_QUEUE_ITEMS_MATCH, count=1000, _type="hash"):
+        sink = keys.sink_of_queue_items(_text(raw))
+        if sink is not None and sink not in skip:
+            yield sink, int(await client.hlen(raw))
 
 
 def _text(value: bytes | str) -> str:
