@@ -33,8 +33,8 @@ from bridge.core.models import Summary
 from bridge.intake.chain import normalize
 from bridge.settings import Settings
 from bridge.summarize.factory import build_summarizer
-from bridge.summarize.port import Summarizer
 from bridge.summarize.runbooks import RunbookCatalog
+from bridge.summarize.summarizer import Summarizer
 from tests.conftest import envelope_entry
 from tests.support.fake_model import FakeModel
 from tests.support.http_server import ThreadedServer

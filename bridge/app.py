@@ -23,7 +23,7 @@ from bridge.console.auth import Authenticator
 from bridge.console.pages import pages_router
 from bridge.console.service import ConsoleService, KindRef
 from bridge.core.health import Status
-from bridge.delivery.factory import build_ledger
+from bridge.delivery.assembly import build_ledger
 from bridge.delivery.resolve import enqueue_resolve
 from bridge.delivery.send import Deliverer
 from bridge.runtime import Runtime, freeze_heap, open_runtime

@@ -19,9 +19,9 @@ from bridge.clients.redis_memory import RedisMemory
 from bridge.core.health import Health
 from bridge.core.metrics import Metrics
 from bridge.core.urls import mask_url
+from bridge.delivery.assembly import build_delivery, build_dispatcher, build_groupers, settings_concurrency
 from bridge.delivery.dispatch import Dispatcher
-from bridge.delivery.factory import build_delivery, build_dispatcher, build_groupers, settings_concurrency
-from bridge.delivery.service import Delivery
+from bridge.delivery.supervisor import DeliverySupervisor
 from bridge.drain.pipeline import Pipeline
 from bridge.settings import Settings
 from bridge.sources.build import Built, build_kind_sources
@@ -29,8 +29,8 @@ from bridge.sources.kind_port import kind_ports
 from bridge.sources.redis_list import RedisListSource
 from bridge.stores.undeliverable_records import UndeliverableStore
 from bridge.summarize.factory import build_summarizer
-from bridge.summarize.port import Summarizer
 from bridge.summarize.runbooks import RunbookCatalog
+from bridge.summarize.summarizer import Summarizer
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class Runtime:
     dispatcher: Dispatcher
     source: RedisListSource
     pipeline: Pipeline
-    delivery: Delivery
+    delivery: DeliverySupervisor
     kinds: Built
     memory: RedisMemory
 

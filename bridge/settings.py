@@ -6,7 +6,7 @@ reference (`bridge.commands.config_reference`) is generated from them.
 
 The sections live beside what reads them: bridge/config/ (server, redis,
 sources, the smaller sections), each sink type's table in its plug-in module
-(bridge/sinks/<type>.py, listed in bridge/sinks/registry.py), each source
+(bridge/sinks/<type>.py, listed in bridge/sinks/sink_registry.py), each source
 kind's table in bridge/sources/kind_settings.py. This module assembles them.
 
 Secrets are `SecretStr` of one shape, `x` / `x_env` / `x_file`
@@ -51,11 +51,11 @@ from bridge.core.errors import ConfigError
 from bridge.core.models import Severity
 from bridge.sinks.console import ConsoleSinkSettings
 from bridge.sinks.pagerduty import PagerDutySinkSettings
-from bridge.sinks.registry import SINKS
+from bridge.sinks.sink_registry import SINKS
 from bridge.sinks.sink_settings import GroupBy, SinkSettingsBase
 from bridge.sinks.slack import SlackSinkSettings
 from bridge.sinks.webhook import WebhookSinkSettings
-from bridge.sources.registry import KINDS
+from bridge.sources.kind_registry import KINDS
 
 __all__ = [
     "CONFIG_ENV", "ENV_PREFIX", "NAME_RE", "ConsoleSettings", "ConsoleSinkSettings", "DeliverySettings",
@@ -69,10 +69,10 @@ if TYPE_CHECKING:
 else:
     SourcesSettings = KINDS.tables_model("SourcesSettings", ListSourcesSettings)
 """`[sources]`: the list keys (bridge/config/sources.py) and one `[[sources.<kind>]]` array per kind
-of bridge/sources/registry.py."""
+of bridge/sources/kind_registry.py."""
 
 SinkSettings = SinkSettingsBase
-"""A validated `[[sinks]]` table: the model of its type's plug-in (bridge/sinks/registry.py)."""
+"""A validated `[[sinks]]` table: the model of its type's plug-in (bridge/sinks/sink_registry.py)."""
 
 _SinkTable = Annotated[
     SerializeAsAny[SinkSettingsBase],

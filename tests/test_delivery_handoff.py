@@ -14,7 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
-from bridge.sources.port import Claimed
+from bridge.sources.source import Claimed
 from bridge.stores import keys
 from bridge.stores.handoff import HandOff
 from bridge.stores.sink_queue import SinkQueue

@@ -20,7 +20,7 @@ from bridge.clients.http import build_http_client
 from bridge.core.health import Health
 from bridge.core.metrics import Metrics
 from bridge.core.models import Alert
-from bridge.delivery.factory import build_ledger, build_routes
+from bridge.delivery.assembly import build_ledger, build_routes
 from bridge.delivery.send import Deliverer, Result, Route
 from bridge.settings import Settings
 from bridge.stores.ledger import Ledger

@@ -11,9 +11,9 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bridge.core.models import Severity
-from bridge.delivery.factory import build_delivery, build_groupers
+from bridge.delivery.assembly import build_delivery, build_groupers
 from bridge.delivery.resolve import enqueue_resolve, parse_resolve
-from bridge.delivery.service import Delivery
+from bridge.delivery.supervisor import DeliverySupervisor
 from bridge.settings import Settings
 from bridge.sinks.pagerduty import dedup_key
 from bridge.stores.sink_queue import SinkQueue
@@ -31,7 +31,7 @@ def pd(url: str, **extra: object) -> dict[str, object]:
 
 
 @asynccontextmanager
-async def running(settings: Settings, client: aioredis.Redis) -> AsyncIterator[Delivery]:
+async def running(settings: Settings, client: aioredis.Redis) -> AsyncIterator[DeliverySupervisor]:
     """The sink workers exactly as the runtime builds them, running until the block ends."""
     async with open_delivery(settings, client) as built:
         groupers = build_groupers(client, built.dispatcher, built.metrics, lease_s=5)

@@ -83,7 +83,7 @@ async def test_openclaw_failure_log_names_the_cause_class(
         closed.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{closed.getsockname()[1]}"
         settings = make_settings(openclaw={"url": url, "token": "t", "timeout_s": 5.0})
-        with caplog.at_level(logging.WARNING, logger="bridge.summarize.service"):
+        with caplog.at_level(logging.WARNING, logger="bridge.summarize.openclaw_summarizer"):
             async with open_runtime(settings, stdout=io.StringIO()) as runtime:
                 await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 60)
     failures = [r.getMessage() for r in caplog.records if "OpenClaw summary failed" in r.getMessage()]

@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
-from bridge.sources.port import entry_digest
+from bridge.sources.source import entry_digest
 from bridge.stores import keys
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply

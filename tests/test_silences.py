@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from bridge.sinks.registry import SINKS as REGISTRY
+from bridge.sinks.sink_registry import SINKS as REGISTRY
 from bridge.stores import keys
 from bridge.stores.silences import KEEP_ENDED_S, Silence, SilenceFilter, SilenceStore
 from tests.support.receiver import make_alert

@@ -22,8 +22,8 @@ from bridge.core.models import Alert, Notification
 from bridge.runtime import open_runtime
 from bridge.settings import Settings, load_settings
 from bridge.sinks.http_errors import post
-from bridge.sinks.plugin import SinkPlugin
-from bridge.sinks.registry import SINKS
+from bridge.sinks.sink_plugin import SinkPlugin
+from bridge.sinks.sink_registry import SINKS
 from bridge.sinks.sink_settings import SinkSettingsBase
 from bridge.stores import keys
 from bridge.stores.silences import Silence, SilenceStore

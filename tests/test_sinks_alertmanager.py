@@ -25,7 +25,7 @@ from bridge.console.auth import Authenticator
 from bridge.core.errors import SinkPermanent
 from bridge.core.models import Alert, Notification
 from bridge.core.resolves import Resolve, incident_key
-from bridge.delivery.factory import build_routes
+from bridge.delivery.assembly import build_routes
 from bridge.intake.cause import cause_key
 from bridge.runtime import open_runtime
 from bridge.settings import Settings

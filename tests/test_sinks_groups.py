@@ -271,7 +271,7 @@ async def test_an_outage_card_names_cause_dependency_jobs_and_queues_on_every_si
     """12 queues, one cause: the title says what is down and how wide, never a hash or one queue."""
     from bridge.sinks.alertmanager import render_group_alert
     from bridge.sinks.console import render_group_card as console_card
-    from bridge.sinks.email.render import group_message
+    from bridge.sinks.email.message import group_message
     from bridge.sinks.pagerduty import render_group_event
     from bridge.sinks.teams_card import render_group_card as teams_card
     from bridge.sinks.webhook import render_group_body

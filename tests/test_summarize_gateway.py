@@ -24,9 +24,9 @@ from bridge.intake.chain import normalize
 from bridge.settings import Settings
 from bridge.stores import keys
 from bridge.summarize.factory import build_summarizer
+from bridge.summarize.openclaw_summarizer import OpenClawSummarizer
 from bridge.summarize.prompt import unwrap_dead_letter
 from bridge.summarize.runbooks import RunbookCatalog
-from bridge.summarize.service import OpenClawSummarizer
 from tests.conftest import envelope_entry
 from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import serve

@@ -40,8 +40,8 @@ from bridge.commands.gateway_probe import check_openclaw
 from bridge.core.errors import ConfigError, SinkError
 from bridge.delivery.orphans import orphan_sink_queues
 from bridge.settings import CONFIG_ENV, Settings, SinkSettings, unknown_env_variables
-from bridge.sinks.plugin import SinkContext
-from bridge.sinks.registry import SINKS
+from bridge.sinks.sink_plugin import SinkContext
+from bridge.sinks.sink_registry import SINKS
 from bridge.sources import refs as kind_sources
 from bridge.sources.build import check_kind_prerequisites
 from bridge.summarize.runbooks import RunbookCatalog

@@ -27,8 +27,8 @@ from pydantic_core import PydanticUndefined
 
 from bridge.config.secrets import secret_spec
 from bridge.settings import Settings
-from bridge.sinks.registry import SINKS
-from bridge.sources.registry import KINDS
+from bridge.sinks.sink_registry import SINKS
+from bridge.sources.kind_registry import KINDS
 
 START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 DEFAULT_OVERRIDES = {"redis.consumer_id": "the host name (pod name in Kubernetes)"}

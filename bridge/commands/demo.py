@@ -8,7 +8,7 @@ import time
 import redis.asyncio as redis
 
 from bridge.settings import Settings
-from bridge.sources.registry import KINDS
+from bridge.sources.kind_registry import KINDS
 
 DEMO_MATCH = "dead_letter:demo-*"
 

@@ -22,7 +22,7 @@ from bridge.commands.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, no_such
 from bridge.core.health import Health
 from bridge.core.metrics import Metrics
 from bridge.core.models import Alert, DeadLetter, Severity, Summary, SummarySource
-from bridge.delivery.factory import build_routes
+from bridge.delivery.assembly import build_routes
 from bridge.delivery.send import Deliverer, Result, Route
 from bridge.settings import Settings
 

@@ -18,7 +18,7 @@ from bridge.core.models import Alert
 from bridge.intake.chain import normalize
 from bridge.runtime import Runtime, open_runtime, runbook_url_builder
 from bridge.settings import Settings
-from bridge.sinks.registry import SINKS
+from bridge.sinks.sink_registry import SINKS
 
 MANUAL_SOURCE = "dead_letter:manual"
 EPILOG = """examples:

@@ -30,7 +30,7 @@ from bridge.commands.common import (
 )
 from bridge.core.health import Health
 from bridge.core.metrics import Metrics
-from bridge.delivery.factory import build_ledger, build_routes
+from bridge.delivery.assembly import build_ledger, build_routes
 from bridge.delivery.redeliver import retry_one
 from bridge.delivery.send import Deliverer, Route
 from bridge.settings import Settings

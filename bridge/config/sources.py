@@ -11,7 +11,7 @@ from bridge.config.section import Section
 
 
 class ListSourcesSettings(Section):
-    """`[sources]` without the kind arrays: bridge/settings.py adds one per kind of bridge/sources/registry.py."""
+    """`[sources]` without the kind arrays: bridge/settings.py adds one per kind of bridge/sources/kind_registry.py."""
 
     match: str = Field(default="dead_letter:*", description="SCAN pattern of the DLQ lists (never KEYS).")
     archive_max: int = Field(

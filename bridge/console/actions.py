@@ -37,7 +37,7 @@ from bridge.core.resolves import incident_key
 from bridge.delivery.redeliver import retry_one
 from bridge.delivery.send import Deliverer, Route
 from bridge.intake.cause import cause_key
-from bridge.sinks.registry import SINKS
+from bridge.sinks.sink_registry import SINKS
 from bridge.stores.archive import archive_key
 from bridge.stores.audit import AuditLog
 from bridge.stores.requeue import Plan, finish_staged, move_batch, quarantine_plan

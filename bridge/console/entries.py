@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from bridge.console.views import DeliveryState, EnvelopeView, Link, SinkDelivery, SummaryView
 from bridge.core.models import Alert, DeadLetter
 from bridge.settings import SinkSettings
-from bridge.sinks.registry import SINKS
+from bridge.sinks.sink_registry import SINKS
 from bridge.stores.groups import GroupReader, group_key
 from bridge.stores.ledger import SENDING, Ledger
 from bridge.stores.sink_queue import SinkQueue

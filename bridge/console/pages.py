@@ -31,7 +31,7 @@ from bridge.console.auth import Authenticator, Principal
 from bridge.console.oidc import oidc_router
 from bridge.console.search import SearchFilter
 from bridge.console.service import PAGE_MAX, ConsoleService
-from bridge.sinks.registry import SINKS
+from bridge.sinks.sink_registry import SINKS
 
 log = logging.getLogger(__name__)
 

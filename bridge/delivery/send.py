@@ -26,8 +26,8 @@ from bridge.core.models import Alert, Notification
 from bridge.delivery.resolve import Resolve
 from bridge.delivery.retry import retrying
 from bridge.settings import DeliverySettings, SinkSettings
-from bridge.sinks.port import Sink
-from bridge.sinks.registry import SINKS
+from bridge.sinks.sink import Sink
+from bridge.sinks.sink_registry import SINKS
 from bridge.stores.ledger import Ledger, notification_key, resolve_key
 from bridge.stores.limits import Limiter
 

@@ -8,7 +8,7 @@ loop claims due group notifications and delivers them. A killed replica's
 leased items come back when the lease runs out; the ledger stops a second
 send (docs/design.md, section 5b).
 
-`Delivery` (bridge/delivery/service.py) runs every sink's worker, the outbox
+`DeliverySupervisor` (bridge/delivery/supervisor.py) runs every sink's worker, the outbox
 sweep and the queue monitor.
 """
 
@@ -29,7 +29,7 @@ from bridge.core.models import Alert, Notification
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.resolve import Resolve, parse_resolve
 from bridge.delivery.send import ResolveSink, Route
-from bridge.sinks.registry import SINKS
+from bridge.sinks.sink_registry import SINKS
 from bridge.stores.groups import group_key_of
 from bridge.stores.ledger import resolve_key
 from bridge.stores.sink_queue import SinkQueue, Taken

@@ -2,18 +2,18 @@
 
 The chain, in `Pipeline.process` (each stage one call, in this order):
 
-    claim        bridge/sources/port.py        Source.claim_batch (in `drain`), the plug-in's own claim
+    claim        bridge/sources/source.py        Source.claim_batch (in `drain`), the plug-in's own claim
     intake       bridge/intake/chain.py        bytes → redacted, fingerprinted DeadLetter, on a thread
                                                under `entry_deadline_s`, through the solo lane
-    summarize    bridge/summarize/service.py   DeadLetter → Summary (gateway, cache, or fallback) → Alert
+    summarize    bridge/summarize/openclaw_summarizer.py   DeadLetter → Summary (gateway, cache, or fallback) → Alert
     route        bridge/delivery/dispatch.py   the sinks this alert goes to (severity, queue)
     hand-off     bridge/stores/handoff.py      archive + the alert queued for every routed sink, atomically
-    acknowledge  bridge/sources/port.py        the source lets the entry go
+    acknowledge  bridge/sources/source.py        the source lets the entry go
 
 and then, per sink, on any replica, at the sink's own pace (bridge/delivery/sink_worker.py):
 group → ledger → limit → send.
 
-Every source (the `dead_letter:*` lists, each configured kind) is a `bridge.sources.port.Source`;
+Every source (the `dead_letter:*` lists, each configured kind) is a `bridge.sources.source.Source`;
 the same claim loop runs for each, and they share the worker slots (`bridge.drain.slots`), so in-flight
 work is bounded by `sources.concurrency`. The hand-off archives the entry and queues its alert for
 every routed sink in one step (batched per source); only then is the entry acknowledged at its
@@ -43,7 +43,7 @@ from bridge.core.metrics import Metrics
 from bridge.core.models import Alert, DeadLetter
 from bridge.core.offloop import DeadlineExceeded, OffLoop
 from bridge.delivery.dispatch import Dispatcher
-from bridge.delivery.service import Delivery
+from bridge.delivery.supervisor import DeliverySupervisor
 from bridge.drain.quarantine import quarantine_alert, quarantine_title
 from bridge.drain.slots import Slots
 from bridge.drain.solo import SoloLane
@@ -52,10 +52,10 @@ from bridge.intake.chain import prepare
 from bridge.intake.redact import redact_key_name
 from bridge.settings import SeveritySettings, SourcesSettings
 from bridge.sources.leaving import leave_note
-from bridge.sources.port import Claimed, Source, SourceUnavailable
+from bridge.sources.source import Claimed, Source, SourceUnavailable
 from bridge.stores.handoff import HandOff
 from bridge.stores.undeliverable_records import UndeliverableStore
-from bridge.summarize.port import Summarizer
+from bridge.summarize.summarizer import Summarizer
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class Pipeline:
         redis_target: str = "Redis",
         *,
         handoff: HandOff,
-        delivery: Delivery | None = None,
+        delivery: DeliverySupervisor | None = None,
         kinds: Sequence[Source] = (),
         memory: RedisMemory | None = None,
     ) -> None:

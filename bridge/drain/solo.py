@@ -2,7 +2,7 @@
 
 A consumer that dies (kill -9, OOM kill, eviction) took every entry it held down with it, and one
 of them at most was the cause. So a death is never held against everything held: the entries come
-back as *suspects* (`bridge.sources.port.return_held`), from a list or any other kind. A
+back as *suspects* (`bridge.sources.source.return_held`), from a list or any other kind. A
 suspect's intake (normalize, redact, fingerprint: the only stage that reads the entry's bytes)
 waits until no other intake of this consumer runs, then runs alone, while no other starts, under a note in Redis
 (`dlq_bridge:solo:<consumer>`) naming it. A death while the note is up is held against that
@@ -25,7 +25,7 @@ from typing import TypeVar
 
 from bridge.core.backoff import Backoff
 from bridge.core.errors import REDIS_ERRORS
-from bridge.sources.port import Claimed, Source
+from bridge.sources.source import Claimed, Source
 
 log = logging.getLogger(__name__)
 

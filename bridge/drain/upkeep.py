@@ -5,7 +5,7 @@ Each runs every few seconds beside the claim loops, for all sources at once:
 - heartbeat: this consumer is alive (`dlq_bridge:consumer:<id>`);
 - rescan: new DLQs and new watched stores; the depth gauges and health checks;
 - reap: the in-flight lists of consumers whose heartbeat expired go back, the death counted
-  against the suspect the dead consumer ran alone (`bridge.sources.port.reap_dead`; one pass over
+  against the suspect the dead consumer ran alone (`bridge.sources.source.reap_dead`; one pass over
   every source, so a death is judged on everything that consumer held);
 - own-list sweep: an entry in our own in-flight list that no worker holds (a claim whose reply was
   lost) goes back, once seen unheld in two sweeps in a row;
@@ -26,7 +26,7 @@ from bridge.core.periodic import every
 from bridge.drain.depths import DepthView
 from bridge.settings import SourcesSettings
 from bridge.sources.kind_port import why_unreadable
-from bridge.sources.port import Forward, Source, reap_dead, recover_own
+from bridge.sources.source import Forward, Source, reap_dead, recover_own
 
 log = logging.getLogger(__name__)
 

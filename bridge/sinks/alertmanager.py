@@ -40,7 +40,7 @@ from bridge.core.models import Alert, Notification
 from bridge.core.resolves import Resolve, incident_key
 from bridge.sinks import cloudevents, digest
 from bridge.sinks.http_errors import check_response, post, snippet_of, transport_error
-from bridge.sinks.plugin import SinkContext, SinkPlugin
+from bridge.sinks.sink_plugin import SinkContext, SinkPlugin
 from bridge.sinks.sink_settings import SinkSettingsBase
 
 ALERTNAME = "DeadLetter"

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from bridge.core.models import Alert, Notification
 from bridge.sinks import digest
-from bridge.sinks.plugin import SinkContext, SinkPlugin
+from bridge.sinks.sink_plugin import SinkContext, SinkPlugin
 from bridge.sinks.sink_settings import SinkSettingsBase
 
 _COLORS = {"critical": "\033[1;31m", "error": "\033[31m", "warning": "\033[33m", "info": "\033[36m"}

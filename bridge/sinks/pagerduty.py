@@ -22,7 +22,7 @@ from bridge.core.models import Alert, Notification
 from bridge.core.resolves import INCIDENT_KEY_CHARS, Resolve, incident_key
 from bridge.sinks import digest
 from bridge.sinks.http_errors import post
-from bridge.sinks.plugin import Pace, SinkContext, SinkPlugin
+from bridge.sinks.sink_plugin import Pace, SinkContext, SinkPlugin
 from bridge.sinks.sink_settings import GroupBy, SinkSettingsBase
 
 SUMMARY_CHARS = 1024

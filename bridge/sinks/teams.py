@@ -19,7 +19,7 @@ from pydantic import Field, SecretStr
 from bridge.core.models import Alert, Notification
 from bridge.sinks import teams_card
 from bridge.sinks.http_errors import post
-from bridge.sinks.plugin import Pace, SinkContext, SinkPlugin
+from bridge.sinks.sink_plugin import Pace, SinkContext, SinkPlugin
 from bridge.sinks.sink_settings import ChatWebhookSettings
 
 

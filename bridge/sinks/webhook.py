@@ -25,8 +25,8 @@ from bridge.config.section import check_http_url
 from bridge.core.models import Alert, Notification, Summary
 from bridge.sinks import cloudevents, digest
 from bridge.sinks.http_errors import post
-from bridge.sinks.plugin import SinkContext, SinkPlugin
 from bridge.sinks.signing import header_key, message_id, sign_headers
+from bridge.sinks.sink_plugin import SinkContext, SinkPlugin
 from bridge.sinks.sink_settings import SinkSettingsBase
 
 EVENT_TYPE = "dlq.alert"

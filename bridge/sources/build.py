@@ -1,5 +1,5 @@
 """Build the kind readers from their configuration (docs/design.md, section 2b): one per table of
-every kind in `bridge/sources/registry.py`, in its order."""
+every kind in `bridge/sources/kind_registry.py`, in its order."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pydantic import BaseModel
 
 from bridge.config.redis import RedisSettings
 from bridge.core.errors import ConfigError
+from bridge.sources.kind_plugin import KindContext, KindRegistry, env_value
+from bridge.sources.kind_registry import KINDS
 from bridge.sources.kinds import KindReader
-from bridge.sources.plugin import KindContext, KindRegistry, env_value
-from bridge.sources.registry import KINDS
 
 
 @dataclass

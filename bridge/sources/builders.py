@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from bridge.core.errors import ConfigError
 from bridge.sources.bullmq import bullmq_source
+from bridge.sources.kind_plugin import KindContext
 from bridge.sources.kind_settings import (
     BullMQSourceSettings,
     RabbitMQSourceSettings,
@@ -19,7 +20,6 @@ from bridge.sources.kind_settings import (
     WatchedSettings,
 )
 from bridge.sources.kinds import KindReader
-from bridge.sources.plugin import KindContext
 from bridge.sources.rabbitmq import RabbitMQSource
 from bridge.sources.redis_stream import RedisStreamSource
 from bridge.sources.rq import rq_source

@@ -10,7 +10,7 @@ port's guarantees, the same as a list's:
   alert to the outbox), and only then is the record acknowledged at its source (the watched
   cursor advanced, XACK, basic.ack, DeleteMessage);
 - a consumer that dies holding records: its in-flight list is dropped and the death counted
-  (`bridge.sources.port.return_held`); the records come back through the reader's own lease or
+  (`bridge.sources.source.return_held`); the records come back through the reader's own lease or
   redelivery, as suspects, and run alone.
 
 A source that cannot be read (its broker down, refused, bad credentials) raises
@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 import redis.asyncio as redis
 
 from bridge.sources.kinds import KindReader, KindRecord
-from bridge.sources.port import AckNote, Claimed, Forward, Held, Source, SourceUnavailable
+from bridge.sources.source import AckNote, Claimed, Forward, Held, Source, SourceUnavailable
 from bridge.sources.watched import WatchedSource
 from bridge.stores.claims import inflight_key
 

@@ -18,7 +18,7 @@ ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
 class KindSettings(BaseModel):
-    """One `[[sources.<kind>]]` table; each kind's model subclasses it (listed in bridge/sources/registry.py)."""
+    """One `[[sources.<kind>]]` table; each kind's model subclasses it (listed in bridge/sources/kind_registry.py)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -3,7 +3,7 @@
 Claim:   one Lua script: up to n × LMOVE <dlq> <processing> RIGHT LEFT (a batch), then one
          MGET of the batch's claim counters (both on the source's slot); BLMOVE when idle
 Count:   the entries of a dead consumer come back as suspects (their counter key set); the death
-         counts against the one suspect it ran alone, if any (`bridge.sources.port.return_held`)
+         counts against the one suspect it ran alone, if any (`bridge.sources.source.return_held`)
 Finish:  the hand-off's script (`bridge.stores.handoff`): LREM processing → LPUSH archive → outbox → DEL counter
 Return:  LMOVE <processing> <dlq> LEFT RIGHT, one entry at a time
 
@@ -23,7 +23,7 @@ import redis.asyncio as redis
 
 from bridge.config.sources import ListSourcesSettings
 from bridge.core import names
-from bridge.sources.port import Claimed, Held, Source, as_bytes
+from bridge.sources.source import Claimed, Held, Source, as_bytes
 from bridge.sources.tracking import SourceTracker
 from bridge.stores.claims import is_bridge_key, own_processing_match, processing_key
 

@@ -17,8 +17,8 @@ from pydantic import BaseModel
 
 from bridge.config.redis import RedisSettings
 from bridge.sources.build import build_kind_sources
+from bridge.sources.kind_registry import KINDS
 from bridge.sources.kinds import KindReader
-from bridge.sources.registry import KINDS
 
 
 class KindConfig(Protocol):
@@ -42,7 +42,7 @@ class KindRef:
 
 
 def configured(settings: KindConfig) -> list[KindRef]:
-    """Every configured kind source, in build order (bridge/sources/registry.py)."""
+    """Every configured kind source, in build order (bridge/sources/kind_registry.py)."""
     return [KindRef(plugin.kind, table.source_name()) for plugin, table in KINDS.configured(settings.sources)]
 
 

@@ -20,7 +20,7 @@ from bridge.core.items import now_ms as wall_ms
 from bridge.core.resolves import Reason
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.leaving import Judge, LeaveNote
-from bridge.sources.port import AckNote
+from bridge.sources.source import AckNote
 from bridge.stores.cursor import Cursor, Position
 from bridge.stores.handoff import Parcel
 

@@ -8,7 +8,7 @@ Keys (docs/design.md, section 2 "Every key", 2b and 3b; names defined in `bridge
     dlq_bridge:solo:<consumer>              string  `<digest><source key>`: the suspect run alone (7 days)
     dlq_bridge:consumer:<consumer>          string  heartbeat `{"host","pid","at"}` (`heartbeat_ttl_s`)
 
-The sources (`bridge.sources.port`, `bridge.sources.redis_list`, `bridge.sources.kind_port`) keep
+The sources (`bridge.sources.source`, `bridge.sources.redis_list`, `bridge.sources.kind_port`) keep
 their scripts that move entries between a DLQ and a processing list; they take the key names from
 here. Everything else that reads or writes these keys goes through `ClaimStore`.
 """

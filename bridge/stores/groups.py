@@ -63,7 +63,7 @@ from bridge.core import names
 from bridge.core.metrics import Metrics
 from bridge.core.models import Alert, GroupJob, Notification
 from bridge.intake.cause import cause_key
-from bridge.sinks.registry import SINKS
+from bridge.sinks.sink_registry import SINKS
 from bridge.sinks.sink_settings import SinkSettingsBase
 from bridge.stores import group_scripts as scripts
 from bridge.stores import keys

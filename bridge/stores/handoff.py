@@ -3,7 +3,7 @@
 One Lua script on the SOURCE's slot (docs/design.md, sections 2 and 5b):
 
     LREM in-flight (the processing list of a `dead_letter:*` entry, the in-flight list of a kind
-    record; `bridge.sources.port`) → LPUSH + LTRIM archive → HSET outbox <id> <alert for the routed sinks>
+    record; `bridge.sources.source`) → LPUSH + LTRIM archive → HSET outbox <id> <alert for the routed sinks>
     → DEL the entry's claim counter (a finished entry starts again from zero)
     → the entry's console record and the minute's counts (`dlq_bridge:entries:<ref>`,
       `dlq_bridge:stats:<ref>:<minute>`; trimmed / expiring; docs/design.md, section 6b)
@@ -183,7 +183,7 @@ def entry_record(
 
 
 class HandedOff(Protocol):
-    """What the hand-off needs of a claimed entry (a `bridge.sources.port.Claimed`)."""
+    """What the hand-off needs of a claimed entry (a `bridge.sources.source.Claimed`)."""
 
     @property
     def source_key(self) -> str: ...

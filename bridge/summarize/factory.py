@@ -12,11 +12,11 @@ from bridge.stores.gateway_gate import FleetGate
 from bridge.stores.summary_cache import SummaryCache
 from bridge.summarize.fallback import FallbackSummarizer
 from bridge.summarize.openclaw import GatewayClient
-from bridge.summarize.port import Summarizer
+from bridge.summarize.openclaw_summarizer import OpenClawSummarizer
 from bridge.summarize.prompt import load_system_prompt
 from bridge.summarize.reply import validate_draft
 from bridge.summarize.runbooks import RunbookCatalog
-from bridge.summarize.service import OpenClawSummarizer
+from bridge.summarize.summarizer import Summarizer
 
 
 def build_summarizer(

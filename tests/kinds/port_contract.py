@@ -1,7 +1,7 @@
 """The source port's contract, the same for the `dead_letter:*` lists and every other kind.
 
 Like saq's `TestQueue`, `PortContract` holds the tests and each subclass says how to produce dead
-jobs and how to build the port (`bridge.sources.port.Source`); the kinds get it through
+jobs and how to build the port (`bridge.sources.source.Source`); the kinds get it through
 `tests/kinds/test_contract.py`'s `KindContract`, the lists through `TestRedisListPort` there. Every
 test runs against a real Redis (and, for RabbitMQ and SQS, the real peer when installed):
 
@@ -22,7 +22,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bridge.core import names
-from bridge.sources.port import Claimed, Source
+from bridge.sources.source import Claimed, Source
 from bridge.stores import keys
 from bridge.stores.handoff import HandOff
 from tests.support.receiver import make_alert

@@ -16,9 +16,9 @@ from pydantic import ValidationError
 from bridge.core.errors import ConfigError
 from bridge.sources import rabbitmq, redis_stream, rq, sidekiq, sqs
 from bridge.sources.build import build_kind_sources
+from bridge.sources.kind_registry import kind_sources
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.mapping import dead_letter, split_error, to_raw
-from bridge.sources.registry import kind_sources
 
 DESIGN_2B = """
 [sources]

@@ -21,8 +21,8 @@ from bridge.config.sources import ListSourcesSettings
 from bridge.sources.kind_port import KindPort
 from bridge.sources.kinds import KindReader, KindRecord
 from bridge.sources.mapping import dead_letter
-from bridge.sources.port import Source
 from bridge.sources.redis_list import RedisListSource
+from bridge.sources.source import Source
 from tests.kinds import producers
 from tests.kinds.port_contract import PortContract
 

@@ -1,4 +1,4 @@
-"""The kinds are listed once (bridge/sources/registry.py): `[sources]`, the build and the config
+"""The kinds are listed once (bridge/sources/kind_registry.py): `[sources]`, the build and the config
 reference follow that list, and a registry with one more kind gets its table and its reader
 without any other change."""
 
@@ -14,10 +14,10 @@ from bridge.commands.config_reference import reference
 from bridge.config.sources import ListSourcesSettings
 from bridge.settings import Settings
 from bridge.sources.build import build_kind_sources
+from bridge.sources.kind_plugin import KindContext, KindPlugin, KindRegistry
+from bridge.sources.kind_registry import KINDS
 from bridge.sources.kind_settings import KindSettings
 from bridge.sources.kinds import KindRecord, Receipt
-from bridge.sources.plugin import KindContext, KindPlugin, KindRegistry
-from bridge.sources.registry import KINDS
 
 
 class ToyKindSettings(KindSettings):

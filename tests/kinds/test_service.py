@@ -20,7 +20,7 @@ import httpx
 import pytest
 import redis
 
-from bridge.sources.registry import KindSources
+from bridge.sources.kind_registry import KindSources
 from bridge.stores import keys
 from tests.kinds import producers
 from tests.support.bridge_process import kill9, start_bridge, terminate, wait_healthz

@@ -16,7 +16,7 @@ from bridge.runtime import Runtime, open_runtime
 from bridge.settings import Settings, SourcesSettings
 from bridge.sources.kind_port import KindPort
 from bridge.sources.kinds import KindReader, KindRecord, Receipt
-from bridge.sources.port import Claimed, entry_digest
+from bridge.sources.source import Claimed, entry_digest
 from bridge.stores import keys
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver

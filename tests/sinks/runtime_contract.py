@@ -26,8 +26,8 @@ from bridge.commands.send_test import send_test
 from bridge.core.models import Severity
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
-from bridge.sinks.plugin import SinkContext
-from bridge.sinks.registry import SINKS
+from bridge.sinks.sink_plugin import SinkContext
+from bridge.sinks.sink_registry import SINKS
 from bridge.stores.undeliverable_records import UndeliverableStore
 from tests.conftest import envelope_entry
 from tests.support.receiver import make_alert

@@ -1,7 +1,7 @@
 """One contract every sink type passes, subclassed per type (like saq's `TestQueue`), against real
 local HTTP receivers: it renders the job, one `send` is one request carrying what `render` gave, a
 429 is retryable with its Retry-After, a 5xx retryable, a 4xx permanent, and a group of one renders
-exactly as the single alert. Each sink is built through its plug-in (bridge/sinks/registry.py)."""
+exactly as the single alert. Each sink is built through its plug-in (bridge/sinks/sink_registry.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 
 from bridge.core.errors import SinkPermanent, SinkRetryable
 from bridge.core.models import Alert, GroupJob, Notification
-from bridge.sinks.plugin import SinkContext
-from bridge.sinks.port import Sink
-from bridge.sinks.registry import SINKS
+from bridge.sinks.sink import Sink
+from bridge.sinks.sink_plugin import SinkContext
+from bridge.sinks.sink_registry import SINKS
 from tests.support.http_server import serve
 from tests.support.receiver import Received, Receiver, Reply, make_alert
 

@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 from bridge.clients.http import build_http_client
 from bridge.core.health import Health
 from bridge.core.metrics import Metrics
-from bridge.delivery.factory import build_ledger, build_routes
+from bridge.delivery.assembly import build_ledger, build_routes
 from bridge.delivery.send import Deliverer
 from bridge.settings import load_settings
 from tests.support.receiver import make_alert

@@ -18,8 +18,8 @@ from bridge.clients.http import build_http_client
 from bridge.core.health import Health
 from bridge.core.metrics import Metrics
 from bridge.core.models import Alert, DeadLetter, Severity, Summary, SummarySource
+from bridge.delivery.assembly import build_dispatcher
 from bridge.delivery.dispatch import Dispatcher
-from bridge.delivery.factory import build_dispatcher
 from bridge.delivery.send import Result
 from bridge.settings import Settings
 

@@ -1,6 +1,6 @@
 """Email sink: one mail per alert, or per group digest, through an SMTP relay (docs/sinks.md, Email).
 
-The message is built by `bridge.sinks.email.render` and sent with aiosmtplib over STARTTLS
+The message is built by `bridge.sinks.email.message` and sent with aiosmtplib over STARTTLS
 (`security = "starttls"`, port 587), implicit TLS (`"tls"`, port 465) or, for a relay on the same
 host only, plain SMTP (`"none"`). Replies map to the delivery outcomes:
 
@@ -30,9 +30,9 @@ from pydantic import Field, SecretStr, model_validator
 from bridge.config.secrets import OptionalSecret, secret_env, secret_file
 from bridge.core.errors import SinkError, SinkPermanent, SinkRetryable
 from bridge.core.models import Alert, Notification
-from bridge.sinks.email import render as mail_render
+from bridge.sinks.email import message as mail_render
 from bridge.sinks.http_errors import snippet_of
-from bridge.sinks.plugin import SinkContext, SinkPlugin
+from bridge.sinks.sink_plugin import SinkContext, SinkPlugin
 from bridge.sinks.sink_settings import GroupBy, SinkSettingsBase
 
 log = logging.getLogger(__name__)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import cast
 
 from bridge.sources import builders
+from bridge.sources.kind_plugin import KindPlugin, KindRegistry, KindTablesBase
 from bridge.sources.kind_settings import (
     BullMQSourceSettings,
     RabbitMQSourceSettings,
@@ -18,7 +19,6 @@ from bridge.sources.kind_settings import (
     SidekiqSourceSettings,
     SqsSourceSettings,
 )
-from bridge.sources.plugin import KindPlugin, KindRegistry, KindTablesBase
 
 KINDS = KindRegistry([
     KindPlugin("sidekiq", SidekiqSourceSettings, builders.sidekiq,

@@ -1,6 +1,6 @@
 """A source kind as a plug-in: its `[[sources.<kind>]]` table, its builder, and what operators are told.
 
-The kinds are listed once, in `bridge/sources/registry.py`; the `[sources]` section's kind
+The kinds are listed once, in `bridge/sources/kind_registry.py`; the `[sources]` section's kind
 tables (bridge/settings.py), the build (`bridge.sources.build`), `check`, `peek`, `redrive` and the
 config reference all read that list. Adding a kind is one module (its table model, a `KindPlugin`)
 plus one line in the registry (docs/architecture.md, "How to add a source kind").

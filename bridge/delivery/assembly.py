@@ -15,12 +15,12 @@ from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.monitor import QueueMonitor
 from bridge.delivery.orphans import warn_of_orphan_sink_queues
 from bridge.delivery.send import Deliverer, Route
-from bridge.delivery.service import Delivery
 from bridge.delivery.sink_worker import Grouper, SinkWorker
+from bridge.delivery.supervisor import DeliverySupervisor
 from bridge.intake.redact import redact_key_name
 from bridge.settings import Settings, SinkSettings
-from bridge.sinks.plugin import SinkContext
-from bridge.sinks.registry import SINKS
+from bridge.sinks.sink_plugin import SinkContext
+from bridge.sinks.sink_registry import SINKS
 from bridge.stores.groups import Grouper as FleetGrouper
 from bridge.stores.handoff import HandOff
 from bridge.stores.ledger import Ledger
@@ -122,7 +122,7 @@ def build_delivery(
     health: Health,
     undeliverable: UndeliverableStore,
     groupers: Mapping[str, Grouper] | None = None,
-) -> Delivery:
+) -> DeliverySupervisor:
     """The hand-off, one worker per configured sink, and the queue monitor (docs/design.md, section 5b).
 
     `groupers` maps a grouped sink's name to its Grouper; a sink without one delivers per job.
@@ -150,5 +150,5 @@ def build_delivery(
         on_trimmed=lambda source, count: metrics.archive_trimmed.labels(redact_key_name(source)).inc(count),
     )
     monitor = QueueMonitor(list(queues.values()), metrics, health, settings.delivery.queue_stale_s)
-    return Delivery(list(workers.values()), handoff, monitor,
+    return DeliverySupervisor(list(workers.values()), handoff, monitor,
                     start_up_report=lambda: warn_of_orphan_sink_queues(client, set(workers)))

@@ -1,4 +1,4 @@
-"""`Delivery`: every sink's worker, the outbox sweep and the queue monitor, run together; and
+"""`DeliverySupervisor`: every sink's worker, the outbox sweep and the queue monitor, run together; and
 burst mode's wait until every sink queue is empty (docs/design.md, section 5b)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ MONITOR_EVERY_S = 5.0
 log = logging.getLogger(__name__)
 
 
-class Delivery:
+class DeliverySupervisor:
     """Every sink's worker, the outbox sweep and the queue monitor, run together."""
 
     def __init__(

@@ -3,7 +3,7 @@
 No stage asks a sink for its type: delivery, grouping, silences, the runtime, `check` and the
 console ask the sink's `SinkPlugin` (found by `SinkRegistry.of(settings)`) for a trait instead.
 Adding a sink type is one module that defines a `SinkPlugin`, plus one line in
-`bridge/sinks/registry.py`.
+`bridge/sinks/sink_registry.py`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Generic, TextIO, TypeVar, get_args
 
 import httpx
 
-from bridge.sinks.port import Sink
+from bridge.sinks.sink import Sink
 from bridge.sinks.sink_settings import SinkSettingsBase
 
 S = TypeVar("S", bound=SinkSettingsBase)

@@ -7,7 +7,7 @@ plug-in (`SINKS.of(settings)`) for its traits; nothing else names a sink type.
 from __future__ import annotations
 
 from bridge.sinks import alertmanager, console, email, pagerduty, slack, teams, webhook
-from bridge.sinks.plugin import SinkRegistry
+from bridge.sinks.sink_plugin import SinkRegistry
 
 SINKS = SinkRegistry([
     console.PLUGIN,
