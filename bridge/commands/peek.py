@@ -32,8 +32,8 @@ from bridge.settings import Settings
 from bridge.sources import refs as kind_sources
 from bridge.stores import undeliverable_records
 from bridge.stores.archive import Archive, archive_key
+from bridge.stores.claims import is_bridge_key, processing_depths
 from bridge.stores.groups import Grouper
-from bridge.stores.inflight_view import is_bridge_key, processing_depths
 from bridge.stores.undeliverable_records import UndeliverableStore
 
 EPILOG = """examples:

@@ -19,7 +19,6 @@ each plug-in (docs/design.md, sections 2, 2b and 3b):
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 from abc import ABC, abstractmethod
 from collections import Counter
@@ -36,9 +35,7 @@ log = logging.getLogger(__name__)
 Forward = Callable[[str, Any], Awaitable[None]]  # (outbox, parcel): `HandOff.forward_parcel`
 
 
-def entry_digest(raw: bytes) -> str:
-    """`<digest>`: the first 16 hex digits of SHA-256 of the raw entry (docs/design.md, section 2)."""
-    return hashlib.sha256(raw).hexdigest()[:16]
+entry_digest = raw_digest  # `<digest>` of an entry's raw bytes (docs/design.md, section 2), one definition
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import os
 import re
 import socket
 import time
+from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
 
 import redis.asyncio as redis
@@ -30,7 +31,7 @@ from bridge.stores.keys import PROCESSING_MATCH, ProcessingKey, parse_processing
 
 __all__ = [
     "CLAIMS_TTL_S", "PROCESSING_MATCH", "ClaimStore", "ProcessingKey", "claims_key", "inflight_key",
-    "is_bridge_key", "own_processing_match", "parse_processing", "processing_key",
+    "is_bridge_key", "own_processing_match", "parse_processing", "processing_depths", "processing_key",
 ]
 
 CLAIMS_TTL_S = 7 * 24 * 3600
@@ -183,3 +184,14 @@ class ClaimStore:
 
     async def alive(self, consumer: str) -> bool:
         return bool(await self._redis.exists(keys.heartbeat(consumer)))
+
+
+async def processing_depths(client: redis.Redis, count: int = 1000) -> dict[str, int]:
+    """Source → entries claimed and not finished, over every consumer's processing list (SCAN, LLEN)."""
+    found = [key async for key in client.scan_iter(match=keys.PROCESSING_MATCH, count=count, _type="list")]
+    processing: dict[str, int] = defaultdict(int)
+    for key in sorted({k.decode("utf-8", errors="replace") for k in found}):
+        parsed = keys.parse_processing(key)
+        if parsed is not None:
+            processing[parsed.source_key] += int(await client.llen(key))
+    return dict(processing)
