@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import redis.asyncio as redis
 
+from bridge.intake.envelope import raw_digest
 from bridge.stores.claims import ClaimStore
 
 log = logging.getLogger(__name__)
