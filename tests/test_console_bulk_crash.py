@@ -22,8 +22,8 @@ import httpx
 import pytest
 import redis
 
-from bridge.console.bulk import bulk_key
 from bridge.stores import keys
+from bridge.stores.bulk_jobs import bulk_key
 from tests.support.bridge_process import kill9, start_bridge, terminate, wait_for, wait_healthz, write_config
 from tests.support.http_server import ThreadedServer
 from tests.support.receiver import Receiver

@@ -40,7 +40,7 @@ from bridge.console.service import ConsoleService
 from bridge.console.views import SilenceCreate
 from bridge.core import names
 from bridge.stores.archive import archive_key
-from bridge.stores.bulk_jobs import bulk_key
+from bridge.stores.bulk_jobs import BulkJobs
 from bridge.stores.requeue import Plan, finish_staged, move_batch
 from bridge.stores.silences import SilenceStore
 
@@ -48,8 +48,6 @@ BULK_MAX = 10_000
 BATCH_DEFAULT = 100
 BATCH_MAX = 1000
 PAGE = 100
-KEEP_S = 24 * 3600
-LEASE_MS = 15_000  # a batch (≤ BATCH_MAX items) takes well under this
 ARCHIVE_CHUNK = 1000
 Action = Literal["redrive", "discard", "silence"]
 State = Literal["ready", "running", "done", "cancelled"]
@@ -97,6 +95,7 @@ class BulkActions:
         self._service = service
         self._actions = actions
         self._redis = client
+        self._jobs = BulkJobs(client)
         self._clock = clock
 
     # --- the snapshot -----------------------------------------------------------------------
@@ -117,12 +116,7 @@ class BulkActions:
                         total=len(items), processed=0, done=0, skipped=0, state="ready", created_at=self._clock())
         meta: dict[Any, Any] = {**{k: str(v) for k, v in view.model_dump(exclude={"state"}).items()}, "state": "ready",
                 "duration_s": str(body.duration_s), "reason": body.reason}
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hset(bulk_key(bulk_id), mapping=meta)
-            pipe.rpush(bulk_key(bulk_id, "items"), *items)
-            for part in ("", "items"):
-                pipe.expire(bulk_key(bulk_id, part), KEEP_S)
-            await pipe.execute()
+        await self._jobs.create(bulk_id, meta, items)
         return view
 
     async def _matches(self, f: SearchFilter) -> list[tuple[str, str, str]]:
@@ -162,15 +156,14 @@ class BulkActions:
         return None if meta is None else _view(meta)
 
     async def _meta(self, bulk_id: str) -> dict[str, str] | None:
-        raw = await self._redis.hgetall(bulk_key(bulk_id))
-        return {_text(k): _text(v) for k, v in raw.items()} if raw else None
+        return await self._jobs.meta(bulk_id)
 
     async def cancel(self, bulk_id: str, who: str) -> BulkView:
         meta = await self._meta(bulk_id)
         if meta is None:
             raise BulkError("no such bulk action", 404)
         if meta["state"] in ("ready", "running"):
-            await self._redis.hset(bulk_key(bulk_id), "state", "cancelled")
+            await self._jobs.set_state(bulk_id, "cancelled")
             meta["state"] = "cancelled"
             await self._actions.audit.append(who, f"bulk-{meta['action']}", _target(meta), "cancelled",
                                              _counts(meta))
@@ -181,8 +174,7 @@ class BulkActions:
     async def run(self, bulk_id: str, who: str, batch: int = BATCH_DEFAULT) -> BulkView:
         """The next `batch` items; safe to call again after a crash (see module doc)."""
         owner = secrets.token_hex(8)
-        lease = bulk_key(bulk_id, "lease")
-        if not await self._redis.set(lease, owner, nx=True, px=LEASE_MS):
+        if not await self._jobs.take_lease(bulk_id, owner):
             raise BulkError("this bulk action is running elsewhere; try again in a moment")
         try:
             meta = await self._meta(bulk_id)
@@ -191,36 +183,24 @@ class BulkActions:
             if meta["state"] in ("done", "cancelled"):
                 return _view(meta)
             if meta["state"] == "ready":
-                await self._redis.hset(bulk_key(bulk_id), "state", "running")
+                await self._jobs.set_state(bulk_id, "running")
                 await self._actions.audit.append(who, f"bulk-{meta['action']}", _target(meta), "started",
                                                  f"{meta['total']} {_noun(meta)} in the snapshot")
             start = int(meta["processed"])
-            items = [_text(i) for i in await self._redis.lrange(bulk_key(bulk_id, "items"), start,
-                                                                start + min(max(batch, 1), BATCH_MAX) - 1)]
+            items = await self._jobs.items(bulk_id, start, min(max(batch, 1), BATCH_MAX))
             done, skipped = await self._do(meta, bulk_id, items)
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.hincrby(bulk_key(bulk_id), "processed", len(items))
-                pipe.hincrby(bulk_key(bulk_id), "done", done)
-                pipe.hincrby(bulk_key(bulk_id), "skipped", skipped)
-                await pipe.execute()
+            await self._jobs.count(bulk_id, len(items), done, skipped)
             meta = await self._meta(bulk_id) or meta
             if int(meta["processed"]) >= int(meta["total"]) and meta["state"] == "running":
-                await self._redis.hset(bulk_key(bulk_id), "state", "done")
+                await self._jobs.set_state(bulk_id, "done")
                 meta["state"] = "done"
                 await self._actions.audit.append(who, f"bulk-{meta['action']}", _target(meta), "ok", _counts(meta))
             return _view(meta)
         finally:
-            if _text(await self._redis.get(lease) or b"") == owner:
-                await self._redis.delete(lease)
+            await self._jobs.drop_lease(bulk_id, owner)
 
     async def _do(self, meta: dict[str, str], bulk_id: str, items: list[str]) -> tuple[int, int]:
-        tried = bulk_key(bulk_id, "tried")
-        before = set()
-        if items:
-            flags = await self._redis.smismember(tried, items)
-            before = {i for i, f in zip(items, flags, strict=True) if f}
-            await self._redis.sadd(tried, *items)
-            await self._redis.expire(tried, KEEP_S)
+        before = await self._jobs.tried_before(bulk_id, items)
         if meta["action"] == "silence":
             return await self._silence(meta, items, before)
         return await self._entries(meta, items, before)
