@@ -80,7 +80,7 @@ def test_only_the_bridges_own_runbook_links_are_clickable() -> None:
 
 
 async def test_the_hand_off_writes_a_record_and_the_minutes_counts(aredis: aioredis.Redis) -> None:
-    from bridge.sources.source import Claimed, entry_digest
+    from bridge.core.claimed import Claimed, entry_digest
     from bridge.stores.handoff import HandOff
     from bridge.stores.sink_queue import SinkQueue
 

@@ -12,9 +12,9 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from bridge.core.claimed import Claimed
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
-from bridge.sources.source import Claimed
 from bridge.stores import keys
 from bridge.stores.handoff import HandOff
 from bridge.stores.sink_queue import SinkQueue

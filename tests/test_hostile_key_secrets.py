@@ -18,12 +18,12 @@ import redis
 import redis.asyncio as aioredis
 
 from bridge.core import names
+from bridge.core.claimed import entry_digest
 from bridge.core.models import Severity
 from bridge.drain.quarantine import quarantine_alert
 from bridge.intake.redact import redact_key_name
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
-from bridge.sources.source import entry_digest
 from bridge.stores import keys
 from tests.support.bridge_process import start_bridge, wait_for, wait_healthz, write_config
 from tests.support.fake_gateway import FakeGateway

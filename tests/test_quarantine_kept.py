@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 import redis.asyncio as aioredis
 
+from bridge.core.claimed import entry_digest
 from bridge.runtime import open_runtime
 from bridge.settings import Settings
-from bridge.sources.source import entry_digest
 from bridge.stores import keys
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply

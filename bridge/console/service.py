@@ -53,11 +53,11 @@ from bridge.console.views import (
     UndeliverableView,
 )
 from bridge.core import names
+from bridge.core.claimed import entry_digest
 from bridge.core.health import Health
 from bridge.intake.chain import normalize
 from bridge.settings import Settings, SinkSettings
 from bridge.sources.kinds import KindReader
-from bridge.sources.source import entry_digest
 from bridge.sources.watched import WatchedSource
 from bridge.stores.archive import STATS_BUCKET_S, Archive, minute_of
 from bridge.stores.audit import AuditLog, AuditRecord

@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from bridge.clients.redis_memory import RedisMemory, is_full_error
 from bridge.core import names
 from bridge.core.backoff import Backoff
+from bridge.core.claimed import Claimed
 from bridge.core.errors import REDIS_ERRORS
 from bridge.core.health import Health, Status
 from bridge.core.metrics import Metrics
@@ -52,7 +53,7 @@ from bridge.intake.chain import prepare
 from bridge.intake.redact import redact_key_name
 from bridge.settings import SeveritySettings, SourcesSettings
 from bridge.sources.leaving import leave_note
-from bridge.sources.source import Claimed, Source, SourceUnavailable
+from bridge.sources.source import Source, SourceUnavailable
 from bridge.stores.handoff import HandOff
 from bridge.stores.undeliverable_records import UndeliverableStore
 from bridge.summarize.summarizer import Summarizer

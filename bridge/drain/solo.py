@@ -24,8 +24,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 from bridge.core.backoff import Backoff
+from bridge.core.claimed import Claimed
 from bridge.core.errors import REDIS_ERRORS
-from bridge.sources.source import Claimed, Source
+from bridge.sources.source import Source
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ anything else looks at it.
 from __future__ import annotations
 
 import gc
-import hashlib
 import json
 from datetime import UTC, datetime
 from typing import Any
 
+from bridge.core.claimed import entry_digest
 from bridge.core.models import DeadLetter
 from bridge.core.names import queue_of
 from bridge.core.untrusted import escape_controls, short_digest, strip_invisible
@@ -43,9 +43,7 @@ IDENTITY_EXTRA = ("queue", "error_class", *_CORRELATION_FIELDS, *_FAILED_AT_FIEL
 _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
-def raw_digest(raw: bytes) -> str:
-    """First 16 hex digits of SHA-256 of the raw entry bytes."""
-    return hashlib.sha256(raw).hexdigest()[:16]
+raw_digest = entry_digest  # first 16 hex digits of SHA-256 of the raw entry bytes (one definition)
 
 
 def clean_text(text: str, limit: int) -> str:

@@ -29,8 +29,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 import redis.asyncio as redis
 
+from bridge.core.claimed import Claimed
 from bridge.sources.kinds import KindReader, KindRecord
-from bridge.sources.source import AckNote, Claimed, Forward, Held, Source, SourceUnavailable
+from bridge.sources.source import AckNote, Forward, Held, Source, SourceUnavailable
 from bridge.sources.watched import WatchedSource
 from bridge.stores.claims import inflight_key
 

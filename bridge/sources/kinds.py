@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from bridge.sources.source import Receipt
+from bridge.core.claimed import Receipt
 
 __all__ = ["KindReader", "KindRecord", "Receipt"]
 

@@ -23,7 +23,8 @@ import redis.asyncio as redis
 
 from bridge.config.sources import ListSourcesSettings
 from bridge.core import names
-from bridge.sources.source import Claimed, Held, Source, as_bytes
+from bridge.core.claimed import Claimed
+from bridge.sources.source import Held, Source, as_bytes
 from bridge.sources.tracking import SourceTracker
 from bridge.stores.claims import is_bridge_key, own_processing_match, processing_key
 

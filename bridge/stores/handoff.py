@@ -35,7 +35,6 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import orjson
 import redis.asyncio as redis
@@ -44,6 +43,7 @@ from redis.exceptions import RedisError
 from bridge.clients.batching import Batcher, flush_while_busy
 from bridge.clients.replicas import ReplicaWait
 from bridge.core import names
+from bridge.core.claimed import Claimed
 from bridge.core.items import item_id, now_ms
 from bridge.core.models import Alert
 from bridge.stores import keys
@@ -182,19 +182,6 @@ def entry_record(
     return head if alert_json is None else f'{head[:-1]}, "alert": {alert_json}}}'
 
 
-class HandedOff(Protocol):
-    """What the hand-off needs of a claimed entry (a `bridge.sources.source.Claimed`)."""
-
-    @property
-    def source_key(self) -> str: ...
-    @property
-    def raw(self) -> bytes: ...
-    @property
-    def digest(self) -> str: ...
-    @property
-    def inflight(self) -> str: ...
-
-
 
 class HandOff:
     """Finishes entries by handing their alert to the sink queues (see module doc)."""
@@ -223,7 +210,7 @@ class HandOff:
         self._on_trimmed = on_trimmed  # (source, count): archive entries dropped at archive_max
         self._script = client.register_script(HANDOFF_LUA)
         self._many_script = client.register_script(HANDOFF_MANY_LUA)
-        self._batcher: Batcher[str, tuple[HandedOff, Parcel | None, EntryRecord], bool] = Batcher(
+        self._batcher: Batcher[str, tuple[Claimed, Parcel | None, EntryRecord], bool] = Batcher(
             self._finish_many, HANDOFF_DELAY_S, HANDOFF_BATCH
         )
         self._forwarded: dict[str, list[str]] = {}
@@ -236,7 +223,7 @@ class HandOff:
         return self._silences
 
     async def finish(
-        self, claimed: HandedOff, alert: Alert, routed_sinks: Sequence[str], *, quarantine: bool = False
+        self, claimed: Claimed, alert: Alert, routed_sinks: Sequence[str], *, quarantine: bool = False
     ) -> bool:
         """Archive the entry and hand its alert off; False when it was no longer ours (reaped).
 
@@ -264,7 +251,7 @@ class HandOff:
         return bool(done)
 
     async def _finish_many(
-        self, source: str, batch: list[tuple[HandedOff, Parcel | None, EntryRecord]]
+        self, source: str, batch: list[tuple[Claimed, Parcel | None, EntryRecord]]
     ) -> list[bool]:
         """One script for the hand-offs of one source (see HANDOFF_MANY_LUA); True per entry finished."""
         key_names = [self._inflight(batch[0][0]), keys.alerted(source), keys.outbox(source),
@@ -280,7 +267,7 @@ class HandOff:
             self._on_trimmed(source, int(done[-1]))
         return [bool(flag) for flag in done[:-1]]
 
-    def _inflight(self, claimed: HandedOff) -> str:
+    def _inflight(self, claimed: Claimed) -> str:
         """The in-flight list holding `claimed`: a kind's own, else the list DLQ's processing list."""
         return claimed.inflight or processing_key(claimed.source_key, self._consumer)
 

@@ -22,7 +22,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bridge.core import names
-from bridge.sources.source import Claimed, Source
+from bridge.core.claimed import Claimed
+from bridge.sources.source import Source
 from bridge.stores import keys
 from bridge.stores.handoff import HandOff
 from tests.support.receiver import make_alert

@@ -10,13 +10,13 @@ from collections.abc import Callable
 import pytest
 import redis.asyncio as aioredis
 
+from bridge.core.claimed import Claimed, entry_digest
 from bridge.core.models import DeadLetter
 from bridge.drain.pipeline import intake, intake_of
 from bridge.runtime import Runtime, open_runtime
 from bridge.settings import Settings, SourcesSettings
 from bridge.sources.kind_port import KindPort
 from bridge.sources.kinds import KindReader, KindRecord, Receipt
-from bridge.sources.source import Claimed, entry_digest
 from bridge.stores import keys
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver
