@@ -20,7 +20,6 @@ from bridge.console.render import runbook_href
 from bridge.console.search import SearchFilter, SearchPage
 from bridge.console.service import ConsoleService
 from bridge.console.views import (
-    AuditRecord,
     EntryPage,
     EntryView,
     EnvelopeView,
@@ -41,6 +40,7 @@ from bridge.console.views import (
     UndeliverableView,
 )
 from bridge.core.models import Severity, SummarySource
+from bridge.stores.audit import AuditRecord
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
