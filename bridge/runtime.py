@@ -27,6 +27,7 @@ from bridge.settings import Settings
 from bridge.sources.build import Built, build_kind_sources
 from bridge.sources.kind_port import kind_ports
 from bridge.sources.redis_list import RedisListSource
+from bridge.stores.archive import quarantine_depth
 from bridge.stores.undeliverable_records import UndeliverableStore
 from bridge.summarize.factory import build_summarizer
 from bridge.summarize.runbooks import RunbookCatalog
@@ -108,7 +109,7 @@ async def open_runtime(
         client = build_redis(url, settings.redis, max_connections=redis_pool_size(settings))
         http = build_http_client(settings.http, transport)
         metrics, health = Metrics(), Health()
-        memory = RedisMemory(client, metrics)
+        memory = RedisMemory(client, metrics, count_quarantined=lambda: quarantine_depth(client))
         kinds = Built([])
         try:
             summarizer = build_summarizer(

@@ -38,7 +38,6 @@ LOG_EVERY_S = 10.0
 FULL_HOLD_S = 5.0  # a refused write counts as "full" this long, even if INFO shows a little room
 WATCH_EVERY_S = 5.0
 QUARANTINE_EVERY_S = 60.0
-QUARANTINE_MATCH = "dlq_bridge:quarantine:*"
 
 _EVICTS = {
     "allkeys": "can evict any key: DLQ entries, processing lists, the outbox, sink queues and delivery "
@@ -141,8 +140,16 @@ def is_full_error(exc: BaseException) -> bool:
 class RedisMemory:
     """The fullest master's memory, kept fresh for `/healthz`, the metrics and the "Redis is full" log."""
 
-    def __init__(self, client: redis.Redis, metrics: Metrics, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        metrics: Metrics,
+        *,
+        count_quarantined: Callable[[], Awaitable[int]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._client = client
+        self._count_quarantined = count_quarantined  # the quarantine lists' store (`bridge.stores.archive`)
         self._metrics = metrics
         self._clock = clock
         self._fullest: NodeMemory | None = None
@@ -189,8 +196,8 @@ class RedisMemory:
                 await self.refresh()
                 if not warned_policy:
                     warned_policy = await self._warn_policy(allow_eviction)
-                if self._clock() >= next_quarantine:
-                    self._metrics.quarantine_depth.set(await quarantine_depth(self._client))
+                if self._count_quarantined is not None and self._clock() >= next_quarantine:
+                    self._metrics.quarantine_depth.set(await self._count_quarantined())
                     next_quarantine = self._clock() + QUARANTINE_EVERY_S
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=WATCH_EVERY_S)
@@ -208,14 +215,6 @@ class RedisMemory:
         elif problem:  # `run` refuses this at start; here when Redis was unreachable then
             log.error("%s (or set [redis] allow_eviction = true)", problem)
         return True
-
-
-async def quarantine_depth(client: redis.Redis) -> int:
-    """Entries in every `dlq_bridge:quarantine:*` list (never trimmed: an operator empties them)."""
-    total = 0
-    async for key in client.scan_iter(match=QUARANTINE_MATCH, count=1000, _type="list"):
-        total += int(await client.llen(key))
-    return total
 
 
 async def refuse_eviction(url: str, settings: RedisSettings, timeout_s: float = 3.0) -> str | None:

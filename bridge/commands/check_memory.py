@@ -6,17 +6,16 @@ import asyncio
 
 from bridge.clients.redis_memory import (
     OUT_OF_MEMORY,
-    QUARANTINE_MATCH,
     SAFE_POLICY,
     NodeMemory,
     describe,
     policy_problem,
-    quarantine_depth,
     read_memory,
     unknown_policy_note,
 )
 from bridge.commands.common import open_redis, redis_target
 from bridge.settings import Settings
+from bridge.stores.archive import QUARANTINE_MATCH, quarantine_depth
 
 OK, FAIL, WARN = "ok", "FAIL", "warn"
 

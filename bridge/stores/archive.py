@@ -131,3 +131,14 @@ class Archive:
         """One HGETALL reply per minute: that minute's hand-off counts (`alerted`, per summary source)."""
         for minute in minutes:
             pipe.hgetall(names.encode(keys.handoff_stats(source, minute)))
+
+
+QUARANTINE_MATCH = keys.QUARANTINE_MATCH
+
+
+async def quarantine_depth(client: redis.Redis) -> int:
+    """Entries in every `dlq_bridge:quarantine:*` list (never trimmed: an operator empties them)."""
+    total = 0
+    async for key in client.scan_iter(match=QUARANTINE_MATCH, count=1000, _type="list"):
+        total += int(await client.llen(key))
+    return total

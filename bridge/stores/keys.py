@@ -17,6 +17,7 @@ UNDELIVERABLE = f"{PREFIX}:undeliverable"
 PROCESSING_MATCH = f"{PREFIX}:processing:*"
 ALERTED_MATCH = f"{PREFIX}:alerted:*"
 OUTBOX_MATCH = f"{PREFIX}:outbox:*"
+QUARANTINE_MATCH = f"{PREFIX}:quarantine:*"
 
 
 
