@@ -28,7 +28,6 @@ from redis.exceptions import RedisError
 from bridge.config.console_auth import ConsoleAuthSettings
 from bridge.console import render, roles
 from bridge.console.auth import Authenticator, Principal
-from bridge.console.oidc import oidc_router
 from bridge.console.search import SearchFilter
 from bridge.console.service import PAGE_MAX, ConsoleService
 from bridge.sinks.sink_registry import SINKS
@@ -151,9 +150,12 @@ def pages_router(service: ServiceGetter, runbook_base_url: str | None,
     """The `/console/` routes (GET only, and the sign-in ones; the actions are the JSON API's)."""
     pages = Pages(service, runbook_base_url, auth or Authenticator(None, ConsoleAuthSettings()))
     router = APIRouter(prefix="/console", include_in_schema=False)
-    sign_in = oidc_router(auth, pages.page) if auth is not None else None
-    if sign_in is not None:
-        router.include_router(sign_in)
+    if auth is not None and auth.settings.oidc is not None:  # authlib and joserfc load only for a sign-in
+        from bridge.console.oidc import oidc_router
+
+        sign_in = oidc_router(auth, pages.page)
+        if sign_in is not None:
+            router.include_router(sign_in)
     router.add_api_route("", pages.root)
     router.add_api_route("/static/{name}", pages.asset)
     routes: list[tuple[str, Callable[..., Awaitable[Response]]]] = [

@@ -1,6 +1,7 @@
 """Signed cookies of the console: the session and the sign-in state (docs/design.md, "Console roles").
 
-Both are HS256 JWTs (joserfc, authlib's JOSE library) under `[console.auth] session_secret`, with
+Both are HS256 JWTs (joserfc, authlib's JOSE library, imported by the first `Signer`: about 10 MB
+that a bridge without `session_secret` never loads) under `[console.auth] session_secret`, with
 an `exp`: a cookie past its expiry, or with a bad signature, is no cookie. The
 session cookie is HttpOnly and `SameSite=Strict`; the sign-in state cookie
 (state, nonce, PKCE verifier) is `SameSite=Lax`, because the provider's
@@ -17,9 +18,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from joserfc import jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import OctKey
 from starlette.responses import Response
 
 SESSION_COOKIE = "dlqb_session"
@@ -32,11 +30,15 @@ class Signer:
     """Sign and check claims with an expiry."""
 
     def __init__(self, secret: str, clock: Callable[[], float] = time.time) -> None:
+        from joserfc.jwk import OctKey
+
         self._raw = hashlib.sha256(b"dlq-bridge console session\0" + secret.encode()).digest()
         self._key = OctKey.import_key(self._raw)
         self._clock = clock
 
     def sign(self, claims: Mapping[str, Any], ttl_s: float) -> str:
+        from joserfc import jwt
+
         now = int(self._clock())
         return jwt.encode(HEADER, {**claims, "iat": now, "exp": now + int(ttl_s)}, self._key, algorithms=["HS256"])
 
@@ -44,6 +46,9 @@ class Signer:
         """The claims, or None: absent, forged, malformed or expired."""
         if not token:
             return None
+        from joserfc import jwt
+        from joserfc.errors import JoseError
+
         try:
             decoded = jwt.decode(token, self._key, algorithms=["HS256"])
             jwt.JWTClaimsRegistry(now=int(self._clock()), exp={"essential": True}).validate(decoded.claims)

@@ -107,9 +107,24 @@ def cause_of(last_error: str | None, parse_error: str | None = None) -> Cause:
     if last_error is None:
         return Cause("", template(f"unparseable: {parse_error or ''}"), "")
     text = last_error[:_SCAN_CHARS]
+    return _cause(text, dependency(text))
+
+
+def shared_cause(last_error: str) -> Cause | None:
+    """`cause_of(last_error)` when it is `shared`, else None. A shared cause names a dependency, and
+    most errors name none: the dependency is looked for first, the rest only when one is found."""
+    text = last_error[:_SCAN_CHARS]
+    found = dependency(text)
+    if not found:
+        return None
+    cause = _cause(text, found)
+    return cause if cause.shared else None
+
+
+def _cause(text: str, found_dependency: str) -> Cause:
     line = _error_line(text)
     klass = error_class(text) or _ruby_class(line)
-    return Cause(klass, template(line), dependency(text))
+    return Cause(klass, template(line), found_dependency)
 
 
 def template(line: str) -> str:

@@ -22,8 +22,6 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import ijson
-
 log = logging.getLogger(__name__)
 
 FIRST_CHUNK_BYTES = 64 * 1024
@@ -38,7 +36,10 @@ class _NotAnObject(Exception):
 
 @functools.cache
 def backend() -> Any:
-    """ijson's yajl2 C backend, else its pure-Python one (logged once)."""
+    """ijson's yajl2 C backend, else its pure-Python one (logged once). ijson is imported here, by the
+    first oversized entry, not at start-up."""
+    import ijson
+
     try:
         return ijson.get_backend("yajl2_c")
     except (ImportError, ValueError) as exc:
@@ -115,6 +116,8 @@ def read_top_fields(
 
     Stops once every group has a value (`extra` names are taken when met, never waited for).
     """
+    import ijson
+
     reader = _TopLevel(groups, extra, capped)
     events = ijson.sendable_list()
     parser = backend().basic_parse_coro(events, use_float=True)
@@ -137,6 +140,8 @@ def read_top_fields(
 
 def _feed(parser: Any, chunk: bytes, *, last: bool) -> bool:
     """Send one chunk (and the end after the last); True when the JSON turned out malformed."""
+    import ijson
+
     try:
         parser.send(chunk)
         if last:

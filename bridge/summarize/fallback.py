@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 
 from bridge.core.models import DeadLetter, Severity, Summary, SummarySource
 from bridge.summarize.runbooks import RunbookCatalog
@@ -53,6 +54,34 @@ def fallback_cause(dl: DeadLetter) -> str:
     return _cut(dl.last_error.strip(), 500)
 
 
+class LazyDefaults:
+    """`Defaults` of one dead letter, worked out when a repair first reads them: matching the runbook
+    is about 90 regular-expression searches, and most replies need no repair (`ruled_out`, read for
+    every runbook hint, is two checks)."""
+
+    def __init__(self, dl: DeadLetter, runbooks: RunbookCatalog, severity_for: Callable[[str], Severity]) -> None:
+        self._dl, self._runbooks, self._severity_for = dl, runbooks, severity_for
+        self.ruled_out = frozenset(rid for rid, holds in CONTRADICTED.items() if not holds(dl))
+
+    @cached_property
+    def _made(self) -> Defaults:
+        runbook = self._runbooks.match(self._dl)
+        steps = tuple(runbook.next_steps) if runbook and runbook.next_steps else _GENERIC_STEPS
+        return Defaults(runbook.id if runbook else "", self._severity_for(self._dl.queue), steps, self.ruled_out)
+
+    @property
+    def runbook_hint(self) -> str:
+        return self._made.runbook_hint
+
+    @property
+    def severity(self) -> Severity:
+        return self._made.severity
+
+    @property
+    def next_steps(self) -> tuple[str, ...]:
+        return self._made.next_steps
+
+
 class FallbackSummarizer:
     """Summaries without a model: title, cause, steps and hint from the runbooks."""
 
@@ -60,12 +89,9 @@ class FallbackSummarizer:
         self._runbooks = runbooks
         self._severity_for = severity_for
 
-    def defaults(self, dl: DeadLetter) -> Defaults:
+    def defaults(self, dl: DeadLetter) -> LazyDefaults:
         """What a repaired reply field becomes: this summary's runbook, steps and the routed severity."""
-        runbook = self._runbooks.match(dl)
-        steps = tuple(runbook.next_steps) if runbook and runbook.next_steps else _GENERIC_STEPS
-        ruled_out = {rid for rid, holds in CONTRADICTED.items() if not holds(dl)}
-        return Defaults(runbook.id if runbook else "", self._severity_for(dl.queue), steps, frozenset(ruled_out))
+        return LazyDefaults(dl, self._runbooks, self._severity_for)
 
     def build(self, dl: DeadLetter, reason: str) -> Summary:
         runbook = self._runbooks.match(dl)

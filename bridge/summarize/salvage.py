@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from bridge.core.errors import SummaryError
 from bridge.core.models import Severity, SummaryDraft
@@ -54,6 +54,23 @@ class Defaults:
     severity: Severity = Severity.ERROR
     next_steps: tuple[str, ...] = ("Inspect the entry with `dlq-bridge peek`",)
     ruled_out: frozenset[str] = frozenset()  # ids the dead letter contradicts (no parse error, an error recorded)
+
+
+class Fallbacks(Protocol):
+    """What a repair reads: `Defaults`, or `bridge.summarize.fallback.LazyDefaults` (its runbook matched
+    only when a repair first needs it)."""
+
+    @property
+    def runbook_hint(self) -> str: ...
+
+    @property
+    def severity(self) -> Severity: ...
+
+    @property
+    def next_steps(self) -> tuple[str, ...]: ...
+
+    @property
+    def ruled_out(self) -> frozenset[str]: ...
 
 
 @dataclass(frozen=True)
@@ -102,7 +119,7 @@ def _required(found: dict[str, Any], field: str, limit: int, repairs: _Repairs, 
     return text
 
 
-def _severity(value: object, defaults: Defaults, repairs: _Repairs) -> Severity:
+def _severity(value: object, defaults: Fallbacks, repairs: _Repairs) -> Severity:
     found = _SEVERITIES.get(value.strip().lower()) if isinstance(value, str) else None
     if found is None:
         repairs.note("severity")
@@ -110,7 +127,7 @@ def _severity(value: object, defaults: Defaults, repairs: _Repairs) -> Severity:
     return found
 
 
-def _steps(value: object, defaults: Defaults, repairs: _Repairs, base: str | None) -> list[str]:
+def _steps(value: object, defaults: Fallbacks, repairs: _Repairs, base: str | None) -> list[str]:
     items = value if isinstance(value, list) else []
     steps = [s for s in (_text(v, STEP_MAX, "next_steps", repairs, base) for v in items) if s.strip(" -.")]
     if len(steps) != len(items) or len(steps) > MAX_STEPS:
@@ -127,7 +144,7 @@ def normalize_hint(value: str) -> str:
     return hint.removesuffix(".md").strip()
 
 
-def _hint(value: object, runbook_ids: Collection[str], defaults: Defaults, repairs: _Repairs) -> str:
+def _hint(value: object, runbook_ids: Collection[str], defaults: Fallbacks, repairs: _Repairs) -> str:
     if value is None or value == "":
         return ""  # the model says no runbook fits: that is an answer, not a fault
     if isinstance(value, str) and value in runbook_ids and value not in defaults.ruled_out:
@@ -140,7 +157,7 @@ def _hint(value: object, runbook_ids: Collection[str], defaults: Defaults, repai
 def salvage(
     found: dict[str, Any],
     runbook_ids: Collection[str],
-    defaults: Defaults,
+    defaults: Fallbacks,
     *,
     runbook_base: str | None = None,
 ) -> Salvaged:
@@ -163,7 +180,7 @@ def salvage(
 def salvage_reply(
     content: str,
     runbook_ids: Collection[str],
-    defaults: Defaults | None = None,
+    defaults: Fallbacks | None = None,
     *,
     runbook_base: str | None = None,
 ) -> Salvaged:

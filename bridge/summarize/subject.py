@@ -20,7 +20,7 @@ import secrets
 from dataclasses import dataclass
 
 from bridge.core.models import DeadLetter
-from bridge.intake.cause import Cause, cause_of
+from bridge.intake.cause import Cause, shared_cause
 from bridge.intake.fingerprint import fold_message
 from bridge.intake.redact import redact_value
 from bridge.summarize.prompt import BEGIN, END, NONCE_BYTES, build_messages
@@ -55,8 +55,8 @@ class Subject:
 def subject_of(dead_letter: DeadLetter, per_cause: bool) -> Subject:
     """A shared cause's subject when `per_cause` and the error says its dependency is down."""
     if per_cause and dead_letter.parse_error is None and dead_letter.last_error is not None:
-        cause = cause_of(dead_letter.last_error)
-        if cause.shared:
+        cause = shared_cause(dead_letter.last_error)  # `cause_of`, when shared; cheap when no dependency is named
+        if cause is not None:
             return Subject(CAUSE_PREFIX + cause.key, dead_letter, cause)
     return Subject(dead_letter.fingerprint, dead_letter)
 

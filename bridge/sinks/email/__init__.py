@@ -1,6 +1,7 @@
 """Email sink: one mail per alert, or per group digest, through an SMTP relay (docs/sinks.md, Email).
 
-The message is built by `bridge.sinks.email.message` and sent with aiosmtplib over STARTTLS
+The message is built by `bridge.sinks.email.message` and sent with aiosmtplib (both imported by the
+first mail: a bridge with no email sink never loads them, about 1 MB) over STARTTLS
 (`security = "starttls"`, port 587), implicit TLS (`"tls"`, port 465) or, for a relay on the same
 host only, plain SMTP (`"none"`). Replies map to the delivery outcomes:
 
@@ -24,13 +25,11 @@ from email.utils import format_datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import aiosmtplib
 from pydantic import Field, SecretStr, model_validator
 
 from bridge.config.secrets import OptionalSecret, secret_env, secret_file
 from bridge.core.errors import SinkError, SinkPermanent, SinkRetryable
 from bridge.core.models import Alert, Notification
-from bridge.sinks.email import message as mail_render
 from bridge.sinks.http_errors import snippet_of
 from bridge.sinks.sink_plugin import SinkContext, SinkPlugin
 from bridge.sinks.sink_settings import GroupBy, SinkSettingsBase
@@ -38,13 +37,14 @@ from bridge.sinks.sink_settings import GroupBy, SinkSettingsBase
 log = logging.getLogger(__name__)
 
 Security = Literal["starttls", "tls", "none"]
-_DROPPED = (
-    aiosmtplib.SMTPServerDisconnected,
-    aiosmtplib.SMTPConnectError,
-    aiosmtplib.SMTPTimeoutError,
-    OSError,
-    TimeoutError,
-)
+
+
+def _dropped() -> tuple[type[BaseException], ...]:
+    """Errors of a dropped or timed-out connection (retryable)."""
+    import aiosmtplib
+
+    return (aiosmtplib.SMTPServerDisconnected, aiosmtplib.SMTPConnectError, aiosmtplib.SMTPTimeoutError,
+            OSError, TimeoutError)
 
 
 class EmailSinkSettings(SinkSettingsBase):
@@ -88,6 +88,8 @@ def _secret_forms(password: str, username: str | None) -> list[str]:
 
 def smtp_error(sink: str, exc: Exception, key: str, secrets: Sequence[str]) -> SinkError:
     """The sink error for a failed send: 4xx retryable, 5xx permanent, dropped connections retryable."""
+    import aiosmtplib
+
     if isinstance(exc, aiosmtplib.SMTPRecipientsRefused):
         codes = sorted({r.code for r in exc.recipients})
         detail = f"SMTP {'/'.join(map(str, codes))}: all recipients refused"
@@ -98,7 +100,7 @@ def smtp_error(sink: str, exc: Exception, key: str, secrets: Sequence[str]) -> S
         detail = f"SMTP {exc.code}" + (f": {snippet}" if snippet else "")
         retry = 400 <= exc.code < 500
         return (SinkRetryable if retry else SinkPermanent)(sink, detail, idempotency_key=key)
-    if isinstance(exc, _DROPPED):
+    if isinstance(exc, _dropped()):
         return SinkRetryable(sink, f"{type(exc).__name__} (no reply)", idempotency_key=key)
     said = snippet_of(str(exc), secrets)  # e.g. "SMTP STARTTLS extension not supported by server."
     return SinkPermanent(sink, type(exc).__name__ + (f": {said}" if said else ""), idempotency_key=key)
@@ -134,17 +136,25 @@ class EmailSink:
         return self._settings.password
 
     def render(self, alert: Alert) -> dict[str, Any]:
+        from bridge.sinks.email import message as mail_render  # on first use: it compiles jinja templates
+
         return _as_dict(mail_render.alert_message(alert, self._settings.from_address, self._settings.to))
 
     def render_group(self, notification: Notification) -> dict[str, Any]:
+        from bridge.sinks.email import message as mail_render
+
         s = self._settings
         return _as_dict(mail_render.group_message(notification, s.from_address, s.to))
 
     async def send(self, alert: Alert) -> None:
+        from bridge.sinks.email import message as mail_render
+
         s = self._settings
         await self._send(mail_render.alert_message(alert, s.from_address, s.to), alert.idempotency_key)
 
     async def send_group(self, notification: Notification) -> None:
+        from bridge.sinks.email import message as mail_render
+
         s = self._settings
         await self._send(mail_render.group_message(notification, s.from_address, s.to), notification.ledger_key)
 
@@ -153,6 +163,8 @@ class EmailSink:
         s, password = self._settings, self._password()
         secret = password.get_secret_value() if password is not None else None
         secrets = _secret_forms(secret, s.username) if secret else []
+        import aiosmtplib
+
         try:
             refused, _reply = await aiosmtplib.send(
                 message, username=s.username, password=secret, **self._connection()
@@ -165,6 +177,10 @@ class EmailSink:
 
     async def probe(self) -> str:
         """Connect, EHLO, STARTTLS and log in, then QUIT without sending (`check`); the server's banner."""
+        import aiosmtplib
+
+        from bridge.sinks.email import message as mail_render
+
         s, password = self._settings, self._password()
         client = aiosmtplib.SMTP(**self._connection())
         try:
