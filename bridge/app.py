@@ -8,6 +8,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import httpx
 from fastapi import FastAPI
@@ -17,18 +18,14 @@ from redis.exceptions import RedisError
 
 from bridge.clients.redis_client import probe
 from bridge.clients.redis_memory import OUT_OF_MEMORY
-from bridge.console.actions import ConsoleActions, Resolver, enqueue_resolve_seam
-from bridge.console.api import Console, build_api, running_console
-from bridge.console.auth import Authenticator
-from bridge.console.pages import pages_router
-from bridge.console.service import ConsoleService, KindRef
 from bridge.core.health import Status
-from bridge.delivery.assembly import build_ledger
-from bridge.delivery.resolve import enqueue_resolve
-from bridge.delivery.send import Deliverer
 from bridge.runtime import Runtime, freeze_heap, open_runtime
 from bridge.settings import Settings
-from bridge.sources import refs as kind_sources
+
+if TYPE_CHECKING:  # the console's modules (and Jinja2) load only when it is enabled: about 3.5 MB
+    from bridge.console.actions import Resolver
+    from bridge.console.api import Console
+    from bridge.console.service import ConsoleService
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +40,22 @@ RETRY_ATTEMPTS = 3
 
 def default_resolver() -> Resolver:
     """`bridge.delivery.resolve.enqueue_resolve`: durable, through the PagerDuty sink's queue."""
+    from bridge.console.actions import enqueue_resolve_seam
+    from bridge.delivery.resolve import enqueue_resolve
+
     return enqueue_resolve_seam(enqueue_resolve)
 
 
 def build_console(runtime: Runtime, resolver: Resolver | None = None) -> Console:
+    """The console (read side and actions) over the running runtime's Redis, routes and silences."""
+    from bridge.console.actions import ConsoleActions
+    from bridge.console.api import Console
+    from bridge.console.auth import Authenticator
+    from bridge.console.service import ConsoleService, KindRef
+    from bridge.delivery.assembly import build_ledger
+    from bridge.delivery.send import Deliverer
+    from bridge.sources import refs as kind_sources
+
     settings = runtime.settings
     kinds = [KindRef(ref.kind, source)
              for ref, source in zip(kind_sources.configured(settings), runtime.kinds.sources, strict=False)]
@@ -90,10 +99,7 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     app = FastAPI(title="dlq-bridge", lifespan=lifespan, docs_url=None, redoc_url=None)
 
     if settings.console.enabled:
-        auth = Authenticator(settings.console.token, settings.console.auth)
-        app.state.console_auth = auth
-        app.include_router(build_api())
-        app.include_router(pages_router(lambda: _console_service(app), settings.runbooks.base_url, auth))
+        _mount_console(app, settings)
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
@@ -127,8 +133,22 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
     return app
 
 
+def _mount_console(app: FastAPI, settings: Settings) -> None:
+    """`/api/v1` and `/console/`; the console itself is built in the lifespan, once the runtime runs."""
+    from bridge.console.api import build_api
+    from bridge.console.auth import Authenticator
+    from bridge.console.pages import pages_router
+
+    auth = Authenticator(settings.console.token, settings.console.auth)
+    app.state.console_auth = auth
+    app.include_router(build_api())
+    app.include_router(pages_router(lambda: _console_service(app), settings.runbooks.base_url, auth))
+
+
 def _console_service(app: FastAPI) -> ConsoleService | None:
     """The running console's read side for the pages; None while the bridge starts."""
+    from bridge.console.api import running_console
+
     console = running_console(app)
     return console.service if console is not None else None
 
