@@ -89,6 +89,3 @@ def terminal_width(default: int = 120) -> int:
     return shutil.get_terminal_size((default, 24)).columns
 
 
-def as_bytes(value: bytes | str) -> bytes:
-    """Redis replies are bytes (no decode_responses); typed as either by redis-py."""
-    return value if isinstance(value, bytes) else value.encode("utf-8")

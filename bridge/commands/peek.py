@@ -19,13 +19,13 @@ import redis.asyncio as redis
 from bridge.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
-    as_bytes,
     one_line,
     open_redis,
     render_table,
     resolve_source,
     terminal_width,
 )
+from bridge.core import names
 from bridge.core.models import DeadLetter
 from bridge.intake.chain import normalize
 from bridge.settings import Settings
@@ -170,13 +170,13 @@ def print_depths(depths: list[Depths], undeliverable: int) -> None:
 async def _list(client: redis.Redis, settings: Settings, args: argparse.Namespace) -> int:
     source = resolve_source(args.queue, settings.sources.match)
     key = archive_key(source) if args.archive else source
-    kind = as_bytes(await client.type(key)).decode()
+    kind = names.as_bytes(await client.type(key)).decode()
     if kind not in ("list", "none"):
         print(f"peek: {key} is a {kind}, not a list")
         return EXIT_FAILED
     total = int(await client.llen(key))
     raws = await client.lrange(key, args.offset, args.offset + args.limit - 1)
-    letters = [normalize(as_bytes(raw), source, excerpt_max=settings.sources.excerpt_max_bytes)
+    letters = [normalize(names.as_bytes(raw), source, excerpt_max=settings.sources.excerpt_max_bytes)
                for raw in raws]
     if args.json:
         for letter in letters:

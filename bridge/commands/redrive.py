@@ -27,7 +27,6 @@ from bridge.commands.common import (
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_USAGE,
-    as_bytes,
     open_redis,
     plural,
     resolve_source,
@@ -155,7 +154,7 @@ async def no_such_queue(client: redis.Redis, plan: Plan, match: str) -> str:
     text = f"no such queue: {plan.dlq} does not exist, nor its archive or the work queue {plan.target}"
     found = []
     async for key in client.scan_iter(match=match, count=1000, _type="list"):
-        found.append(as_bytes(key).decode("utf-8", errors="replace"))
+        found.append(names.as_bytes(key).decode("utf-8", errors="replace"))
         if len(found) >= 10_000:
             break
     close = difflib.get_close_matches(plan.dlq, found, n=3)
@@ -181,7 +180,7 @@ def make_plan(args: argparse.Namespace, match: str) -> Plan | str:
 
 async def wrong_types(client: redis.Redis, plan: Plan) -> str:
     for key in (plan.source, plan.target):
-        kind = as_bytes(await client.type(key)).decode()
+        kind = names.as_bytes(await client.type(key)).decode()
         if kind not in ("list", "none"):
             return f"{key} is a {kind}, not a list"
     return ""
@@ -200,7 +199,7 @@ async def redrive(
         if not raws:
             break
         scanned_before = outcome.scanned
-        batch = _select(plan, outcome, [as_bytes(r) for r in reversed(raws)])
+        batch = _select(plan, outcome, [names.as_bytes(r) for r in reversed(raws)])
         skipped += outcome.scanned - scanned_before - len(batch)
         if batch:
             moved = await move_batch(client, plan, batch)

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-from bridge.commands.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, as_bytes, resolve_source
+from bridge.commands.common import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, resolve_source
+from bridge.core import names
 from bridge.core.models import Alert
 from bridge.intake.chain import normalize
 from bridge.runtime import Runtime, open_runtime, runbook_url_builder
@@ -107,7 +108,7 @@ async def read_queue(runtime: Runtime, queue: str) -> Entry | str:
     """The next entry of `queue` (the right end, claimed next), left in place."""
     source = resolve_source(queue, runtime.settings.sources.match)
     raw = await runtime.redis.lindex(source, -1)
-    return (as_bytes(raw), source) if raw is not None else f"no entry: {source} is empty or does not exist"
+    return (names.as_bytes(raw), source) if raw is not None else f"no entry: {source} is empty or does not exist"
 
 
 def render_sinks(runtime: Runtime, alert: Alert) -> list[dict[str, Any]]:

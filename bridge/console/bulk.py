@@ -282,8 +282,3 @@ def _counts(meta: dict[str, str]) -> str:
     verb = {"redrive": "redriven", "discard": "discarded", "silence": "silenced"}[meta["action"]]
     return (f"{meta['done']} of {meta['total']} {_noun(meta)} {verb}, {meta['skipped']} skipped "
             f"(gone from the archive or parked again after the snapshot); {meta['processed']} processed")
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
-

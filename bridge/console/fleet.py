@@ -23,6 +23,7 @@ from bridge.console.views import (
     SinkView,
     SummarySourceCounts,
 )
+from bridge.core import names
 from bridge.core.health import Health
 from bridge.core.items import now_ms
 from bridge.core.models import Alert, DeadLetter, GroupJob, Severity
@@ -112,7 +113,7 @@ def _summary(sink: str, group: str, fields: list[Any], queues: dict[Any, Any]) -
         sink=sink, group_key=group, title=_title(group, alert, len(queues)),
         severity=_BY_RANK.get(int(severity or 0), Severity.INFO), count=int(count), notified=int(notified or 0),
         first_seen=float(first_seen or 0), last_seen=float(last_seen or 0),
-        queues={_text(q): int(n) for q, n in queues.items()},
+        queues={names.text(q): int(n) for q, n in queues.items()},
     )
 
 
@@ -151,7 +152,7 @@ async def group_view(
         return None
     first = Alert.model_validate_json(fields[5] or b"")
     scored = await reader.arrivals(group, limit)
-    arrivals: list[tuple[str, float]] = [(_text(pair[0]), float(pair[1])) for pair in scored]
+    arrivals: list[tuple[str, float]] = [(names.text(pair[0]), float(pair[1])) for pair in scored]
     members = [m for m, _n in arrivals]
     details = await reader.job_details(group, members) if members else []
     first_dl = first.dead_letter
@@ -177,7 +178,3 @@ def _job(raw: Any) -> GroupJob | None:
         return GroupJob.model_validate(json.loads(raw))
     except (ValidationError, ValueError):
         return None
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)

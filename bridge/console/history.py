@@ -20,6 +20,7 @@ from pydantic import Field
 
 from bridge.console.entries import Record
 from bridge.console.views import EntryView, View
+from bridge.core import names
 from bridge.stores.archive import Archive
 from bridge.stores.search_index import SearchIndex, acted_key, jobs_key, member_ms
 
@@ -87,8 +88,4 @@ def _acted(raw: Any) -> list[Acted]:
 
 
 def _digest(member: Any) -> str:
-    return _text(member).rsplit("\0", 1)[-1]
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+    return names.text(member).rsplit("\0", 1)[-1]

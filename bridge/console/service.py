@@ -194,7 +194,7 @@ class ConsoleService:
     def _source_view(self, name: str, depth: int | None, archived: int, buckets: list[Any]) -> SourceView:
         counts: Counter[str] = Counter()
         for bucket in buckets:
-            counts.update({_text(k): int(v) for k, v in bucket.items()})
+            counts.update({names.text(k): int(v) for k, v in bucket.items()})
         summaries = SummarySourceCounts(openclaw=counts["openclaw"], cache=counts["cache"],
                                         fallback=counts["fallback"])
         ref = self._kinds.get(name)
@@ -357,10 +357,6 @@ async def _kind_depth(source: KindReader) -> int | None:
         return await asyncio.wait_for(source.depth(), KIND_DEPTH_TIMEOUT_S)
     except Exception:  # any client library; the page shows "unknown"
         return None
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 
 
 def _bytes(value: Any) -> bytes:

@@ -7,6 +7,7 @@ uses to talk about a key it was given: its exact bytes, a safe way to show it, t
 from __future__ import annotations
 
 import re
+from typing import Any
 
 DLQ_PREFIX = "dead_letter:"
 CONSUMER_ID_RE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -49,3 +50,13 @@ def work_queue(source_key: str) -> str | None:
     if not source_key.startswith(DLQ_PREFIX) or source_key == DLQ_PREFIX:
         return None
     return source_key[len(DLQ_PREFIX) :]
+
+
+def text(value: Any) -> str:
+    """A Redis reply field as text: bytes decoded byte-exactly (as `decode`), anything else by `str`."""
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def as_bytes(value: bytes | str) -> bytes:
+    """Redis replies are bytes (no decode_responses); typed as either by redis-py."""
+    return value if isinstance(value, bytes) else value.encode("utf-8")

@@ -24,7 +24,7 @@ import redis.asyncio as redis
 from bridge.config.sources import ListSourcesSettings
 from bridge.core import names
 from bridge.core.claimed import Claimed
-from bridge.sources.source import Held, Source, as_bytes
+from bridge.sources.source import Held, Source
 from bridge.sources.tracking import SourceTracker
 from bridge.stores.claims import is_bridge_key, own_processing_match, processing_key
 
@@ -114,7 +114,7 @@ class RedisListSource(Source):
         """Up to `limit` atomic moves into our processing list, one script call."""
         processing = names.encode(processing_key(source, self.consumer))
         raws = await self._claim_many(keys=[names.encode(source), processing], args=[limit])
-        return [as_bytes(raw) for raw in raws]
+        return [names.as_bytes(raw) for raw in raws]
 
     async def _claimed_many(self, source: str, raws: list[bytes]) -> list[Claimed]:
         """The claims, each with how often it was returned after its consumer died (one MGET, one slot)."""
@@ -156,7 +156,7 @@ class RedisListSource(Source):
 
     async def _claimed(self, source: str, value: bytes | str) -> Claimed:
         """The claim, with its suspect mark and solo deaths (`return_held`)."""
-        return (await self._claimed_many(source, [as_bytes(value)]))[0]
+        return (await self._claimed_many(source, [names.as_bytes(value)]))[0]
 
     def _inflight_key(self, source_key: str) -> str:
         return processing_key(source_key, self.consumer)
@@ -200,5 +200,5 @@ async def move_back(client: redis.Redis, processing_key: str, source_key: str) -
     moved: list[bytes] = []
     source, processing = names.encode(source_key), names.encode(processing_key)
     while (raw := await client.lmove(processing, source, "LEFT", "RIGHT")) is not None:  # type: ignore[arg-type]
-        moved.append(as_bytes(raw))
+        moved.append(names.as_bytes(raw))
     return moved

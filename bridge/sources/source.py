@@ -13,7 +13,7 @@ each plug-in (docs/design.md, sections 2, 2b and 3b):
   for a list (the hand-off moved it), the receipt acknowledged at its source for a kind (`_ack`);
 - `recover_own` / `reap`: a dead consumer's in-flight lists go back (`_give_back`: a list's entries
   to its DLQ; a kind's dropped, the record returns through its own lease or redelivery), and the
-  death is counted against the suspect it ran alone, if any (`bridge.sources.deaths`).
+  death is counted against the suspect it ran alone, if any (`return_held`).
 """
 
 from __future__ import annotations
@@ -58,10 +58,6 @@ class SourceUnavailable(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def as_bytes(value: bytes | str) -> bytes:
-    return value if isinstance(value, bytes) else value.encode("utf-8")
 
 
 class Source(ABC):

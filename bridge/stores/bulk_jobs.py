@@ -16,6 +16,7 @@ from typing import Any
 
 import redis.asyncio as redis
 
+from bridge.core import names
 from bridge.stores import keys
 
 KEEP_S = 24 * 3600
@@ -25,10 +26,6 @@ LEASE_MS = 15_000  # a batch (≤ the console's BATCH_MAX items) takes well unde
 def bulk_key(bulk_id: str, part: str = "") -> str:
     """`dlq_bridge:console:bulk:{<id>}` (+ `:<part>`): one slot per bulk action (a cluster's MULTI)."""
     return f"{keys.PREFIX}:console:bulk:{{{bulk_id}}}" + (f":{part}" if part else "")
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class BulkJobs:
@@ -47,7 +44,7 @@ class BulkJobs:
 
     async def meta(self, bulk_id: str) -> dict[str, str] | None:
         raw: dict[Any, Any] = await self._redis.hgetall(bulk_key(bulk_id))
-        return {_text(k): _text(v) for k, v in raw.items()} if raw else None
+        return {names.text(k): names.text(v) for k, v in raw.items()} if raw else None
 
     async def set_state(self, bulk_id: str, state: str) -> None:
         await self._redis.hset(bulk_key(bulk_id), "state", state)
@@ -57,11 +54,11 @@ class BulkJobs:
 
     async def drop_lease(self, bulk_id: str, owner: str) -> None:
         lease = bulk_key(bulk_id, "lease")
-        if _text(await self._redis.get(lease) or b"") == owner:
+        if names.text(await self._redis.get(lease) or b"") == owner:
             await self._redis.delete(lease)
 
     async def items(self, bulk_id: str, start: int, count: int) -> list[str]:
-        return [_text(i) for i in await self._redis.lrange(bulk_key(bulk_id, "items"), start, start + count - 1)]
+        return [names.text(i) for i in await self._redis.lrange(bulk_key(bulk_id, "items"), start, start + count - 1)]
 
     async def count(self, bulk_id: str, processed: int, done: int, skipped: int) -> None:
         async with self._redis.pipeline(transaction=True) as pipe:

@@ -85,10 +85,6 @@ def _glob_escaped(text: str) -> str:
     return re.sub(r"([\\*?\[\]])", r"\\\1", text)
 
 
-def _as_bytes(value: bytes | str) -> bytes:
-    return value if isinstance(value, bytes) else value.encode("utf-8")
-
-
 # --- the store -----------------------------------------------------------------------------
 
 
@@ -110,7 +106,7 @@ class ClaimStore:
 
     async def entries(self, key: str) -> list[bytes]:
         """Every raw entry of one in-flight or processing list."""
-        return [_as_bytes(raw) for raw in await self._redis.lrange(names.encode(key), 0, -1)]
+        return [names.as_bytes(raw) for raw in await self._redis.lrange(names.encode(key), 0, -1)]
 
     async def push_inflight(self, key: str, raws: Sequence[bytes]) -> None:
         await self._redis.lpush(names.encode(key), *raws)
@@ -121,7 +117,7 @@ class ClaimStore:
 
     async def drop_inflight(self, key: str) -> list[bytes]:
         """Empty an in-flight list in one script; the raw entries it held."""
-        return [_as_bytes(raw) for raw in await self._drop(keys=[names.encode(key)])]
+        return [names.as_bytes(raw) for raw in await self._drop(keys=[names.encode(key)])]
 
     async def inflight_lists(self, source_name: str) -> AsyncIterator[tuple[str, str]]:
         """(key, consumer) of every in-flight list of the kind source `source_name`, of any consumer."""
@@ -170,7 +166,7 @@ class ClaimStore:
         note = await self._redis.getdel(names.encode(keys.solo(consumer)))
         if not note:
             return None
-        alone = _as_bytes(note)
+        alone = names.as_bytes(note)
         return alone[:16].decode("ascii", "replace"), names.decode(alone[16:])
 
     # heartbeats

@@ -22,6 +22,7 @@ from typing import cast
 
 import redis.asyncio as aioredis
 
+from bridge.core import names
 from bridge.stores import keys
 
 # KEYS: cursor, ids, leases, lease_scores. ARGV: id, score, now_ms, lease_ms.
@@ -101,10 +102,6 @@ return out
 MAX_HELD = 20_000  # held jobs per watched set (about 0.4 KiB each); beyond it the oldest deaths are forgotten
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
-
-
 def _score_text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -160,11 +157,11 @@ class Cursor:
         """One ZSCAN page of the held jobs: the next scan cursor (0: a full pass is done) and positions."""
         nxt, rows = await self._client.zscan(self._held[0], scan, count=count, score_cast_func=_score_text)
         pairs = cast(list[tuple[bytes, str]], rows)
-        return int(nxt), [Position(score=str(score), member_id=_text(member)) for member, score in pairs]
+        return int(nxt), [Position(score=str(score), member_id=names.text(member)) for member, score in pairs]
 
     async def held_note(self, member_id: str) -> str | None:
         value = await self._client.hget(self._held[1], member_id)
-        return None if value is None else _text(value)
+        return None if value is None else names.text(value)
 
     async def depart(self, position: Position, parcel_id: str = "", parcel: str = "") -> bool:
         """The held job left the store: forget it and, with a parcel, put its resolve in the outbox.

@@ -98,7 +98,7 @@ def acted_key(source: str) -> bytes:
 
 def member_ms(member: Any) -> int:
     """The hand-off ms of a jobs-set member (0 when unreadable: it is dropped at the next clean-up)."""
-    parts = _text(member).rsplit("\0", 2)
+    parts = names.text(member).rsplit("\0", 2)
     return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
 
 
@@ -131,10 +131,6 @@ def record_words(record: dict[str, Any]) -> list[str]:
         alert = orjson.loads(record["parcel"]["alert"])
     dl = (alert or {}).get("dead_letter") or {}
     return words_of(f"{dl.get('last_error') or ''}\n{dl.get('payload_excerpt') or ''}")
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 
 
 def _members(rows: Iterable[tuple[str, float, Any]]) -> tuple[dict[tuple[str, str], dict[str, float]],
@@ -195,7 +191,7 @@ class SearchIndex:
                 index, low, "+inf", start=0, num=INDEX_CHUNK, withscores=True))
             if not members:
                 break
-            digests = [_text(d) for d, _ in members]
+            digests = [names.text(d) for d, _ in members]
             records = await self._redis.hmget(names.encode(keys.entry_records(source)), digests)
             top = float(members[-1][1])
             await self._write(source, zip(digests, [float(s) for _, s in members], records, strict=True), top)
@@ -234,7 +230,7 @@ class SearchIndex:
         values = await self._redis.hgetall(facets_key(source))
         async with self._redis.pipeline(transaction=False) as pipe:
             for name, newest in values.items():
-                facet, _, value = _text(name).partition(":")
+                facet, _, value = names.text(name).partition(":")
                 pipe.zremrangebyscore(by_facet(source, facet, value), "-inf", f"({int(floor)}")
                 if float(newest) < floor:
                     pipe.hdel(facets_key(source), name)
@@ -260,4 +256,4 @@ class SearchIndex:
             for source in sources:
                 pipe.hkeys(queues_key(source))
             replies = await pipe.execute() if sources else []
-        return {source: sorted(_text(q) for q in found) for source, found in zip(sources, replies, strict=True)}
+        return {source: sorted(names.text(q) for q in found) for source, found in zip(sources, replies, strict=True)}
