@@ -23,9 +23,9 @@ from bridge.runtime import Runtime, freeze_heap, open_runtime
 from bridge.settings import Settings
 
 if TYPE_CHECKING:  # the console's modules (and Jinja2) load only when it is enabled: about 3.5 MB
-    from bridge.console.actions import Resolver
     from bridge.console.api import Console
     from bridge.console.service import ConsoleService
+    from bridge.redrive.operation import Resolver
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +39,10 @@ RETRY_ATTEMPTS = 3
 
 
 def default_resolver() -> Resolver:
-    """`bridge.delivery.resolve.enqueue_resolve`: durable, through the PagerDuty sink's queue."""
-    from bridge.console.actions import enqueue_resolve_seam
-    from bridge.delivery.resolve import enqueue_resolve
+    """`bridge.delivery.resolve.enqueue_resolve`: durable, through each resolving sink's queue."""
+    from bridge.redrive.operation import default_resolver as resolver
 
-    return enqueue_resolve_seam(enqueue_resolve)
+    return resolver()
 
 
 def build_console(runtime: Runtime, resolver: Resolver | None = None) -> Console:

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from bridge.core.exit_codes import EXIT_CODES, exit_codes_help, exit_codes_table
+from bridge.stores import keys
 from tests.conftest import envelope_entry
 from tests.support.ops import ROOT, clean_env, write_config
 
@@ -94,19 +95,24 @@ def test_unknown_dlq_bridge_variables_are_warned_with_the_closest_setting(config
 
 def test_redrive_of_a_queue_that_does_not_exist(config: Path, clean_redis: redis.Redis) -> None:
     clean_redis.lpush("dead_letter:orders", envelope_entry(job_id="job-1"))
+    clean_redis.lpush(keys.alerted("dead_letter:emails"), envelope_entry(job_id="mail-1"))  # drained: archive only
     proc = cli("--config", str(config), "redrive", "ordrs")
     assert proc.returncode == 4
-    assert "no such queue: dead_letter:ordrs does not exist" in proc.stderr
+    assert ("no such queue: none of dead_letter:ordrs, its archive, its quarantine list or the work queue ordrs "
+            "exists") in proc.stderr
     assert "did you mean dead_letter:orders?" in proc.stderr
     assert "moved" not in proc.stdout
     assert clean_redis.llen("dead_letter:orders") == 1
+    drained = cli("--config", str(config), "redrive", "email")
+    assert drained.returncode == 4 and "did you mean dead_letter:emails?" in drained.stderr
 
 
 def test_redrive_of_a_job_id_that_no_entry_has(config: Path, clean_redis: redis.Redis) -> None:
     clean_redis.lpush("dead_letter:orders", envelope_entry(job_id="job-1"))
-    proc = cli("--config", str(config), "redrive", "orders", "--job-id", "nope", "--job-id", "job-1")
+    proc = cli("--config", str(config), "redrive", "orders", "--from-dlq", "--job-id", "nope", "--job-id", "job-1")
     assert proc.returncode == 4
-    assert proc.stderr.strip() == "redrive: no entry of dead_letter:orders has job id nope (1 entry scanned)"
+    assert proc.stderr.strip() == ("redrive: moved 1 entry from dead_letter:orders (the DLQ) to orders, attempts "
+                                   "reset; no entry has job id nope")
     assert clean_redis.llen("orders") == 1  # job-1 was found and moved
 
 

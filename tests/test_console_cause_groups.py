@@ -50,7 +50,7 @@ async def test_a_cause_group_names_its_cause_lists_its_queues_and_redrives_each_
     assert "postgres-primary:5432 unreachable — 3 queues" in page.text
     assert 'data-confirm="Redrive all 4 jobs?"' in page.text, "the whole-cause redrive asks first"
     assert done.status_code == 200 and done.json()["count"] == 4, done.json()
-    assert done.json()["message"] == "4 of 4 jobs moved back to their work queue"
+    assert done.json()["message"] == "4 of 4 jobs moved back to their work queue; resolves queued for pd"
     for queue, ids in (("orders", ["orders-0", "orders-1"]), ("billing", ["billing-0"]), ("search", ["search-0"])):
         assert sorted(json.loads(x)["job_id"] for x in await aredis.lrange(queue, 0, -1)) == ids
     assert any(a["action"] == "redrive-group" and a["who"] == "alice" for a in audit), audit

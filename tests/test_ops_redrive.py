@@ -46,9 +46,9 @@ def test_moves_everything_oldest_first_with_attempts_reset(
 ) -> None:
     push_jobs(clean_redis, "dead_letter:orders", 3)
     clean_redis.lpush("dead_letter:orders", b"\xff raw bytes")
-    code, out = redrive(config, capsys, "orders")
+    code, out = redrive(config, capsys, "orders", "--from-dlq")
     assert code == 0
-    assert "moved 4 entries from dead_letter:orders to orders, attempts reset" in out
+    assert "moved 4 entries from dead_letter:orders (the DLQ) to orders, attempts reset" in out
     assert clean_redis.llen("dead_letter:orders") == 0
     work = clean_redis.lrange("orders", 0, -1)
     assert work[0] == b"\xff raw bytes"  # non-JSON moved unchanged
@@ -61,7 +61,7 @@ def test_moves_everything_oldest_first_with_attempts_reset(
 def test_dry_run_changes_nothing(clean_redis: redis.Redis, config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     push_jobs(clean_redis, "dead_letter:orders", 3)
     before = clean_redis.lrange("dead_letter:orders", 0, -1)
-    code, out = redrive(config, capsys, "orders", "--dry-run")
+    code, out = redrive(config, capsys, "orders", "--from-dlq", "--dry-run")
     assert code == 0
     assert "would move 3 of 3 scanned entries" in out and "job-0, job-1, job-2" in out
     assert clean_redis.lrange("dead_letter:orders", 0, -1) == before
@@ -70,14 +70,15 @@ def test_dry_run_changes_nothing(clean_redis: redis.Redis, config: Path, capsys:
 
 def test_limit_and_job_id(clean_redis: redis.Redis, config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     push_jobs(clean_redis, "dead_letter:orders", 6)
-    assert redrive(config, capsys, "orders", "--limit", "2")[0] == 0
+    assert redrive(config, capsys, "orders", "--from-dlq", "--limit", "2")[0] == 0
     assert job_ids(clean_redis, "orders") == ["job-1", "job-0"]
-    code, out = redrive(config, capsys, "orders", "--job-id", "job-4", "--job-id", "job-3")
+    code, out = redrive(config, capsys, "orders", "--from-dlq", "--job-id", "job-4", "--job-id", "job-3")
     assert code == 0 and "moved 2 entries" in out
     assert job_ids(clean_redis, "orders") == ["job-4", "job-3", "job-1", "job-0"]
     assert job_ids(clean_redis, "dead_letter:orders") == ["job-5", "job-2"]
-    code, out = redrive(config, capsys, "orders", "--job-id", "no-such-job")
-    assert code == 4 and "no entry of dead_letter:orders has job id no-such-job (2 entries scanned)" in out
+    code, out = redrive(config, capsys, "orders", "--from-dlq", "--job-id", "no-such-job")
+    assert code == 4 and "no entry of dead_letter:orders (the DLQ) has job id no-such-job (2 entries scanned)" in out
+    assert out.count("\n") == 1, "one line, never two that contradict each other"
 
 
 def test_from_archive_and_custom_target(
@@ -98,7 +99,7 @@ def test_usage_and_type_errors(
     code, out = redrive(custom, capsys, "dlq:orders")
     assert code == 2 and "pass --to KEY" in out
     clean_redis.set("orders", "a string")
-    code, out = redrive(custom, capsys, "dlq:orders", "--to", "orders")
+    code, out = redrive(custom, capsys, "dlq:orders", "--from-dlq", "--to", "orders")
     assert code == 1 and "orders is a string, not a list" in out
     assert clean_redis.lrange("dlq:orders", 0, -1) == [b"x"]
 
@@ -120,7 +121,7 @@ def test_kill_9_during_a_large_redrive_loses_and_duplicates_nothing(
             pipe.lpush("dead_letter:orders", json.dumps({"job_id": f"job-{i}", "attempts": 3}))
         pipe.execute()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bridge", "--config", str(config), "redrive", "orders"],
+        [sys.executable, "-m", "bridge", "--config", str(config), "redrive", "orders", "--from-dlq"],
         cwd=ROOT, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 30
@@ -149,11 +150,11 @@ def test_long_runs_print_progress_on_stderr(
         for i in range(1_000):
             pipe.lpush("dead_letter:orders", json.dumps({"job_id": f"job-{i}", "attempts": 1}))
         pipe.execute()
-    assert main(["--config", str(config), "redrive", "orders"]) == 0
+    assert main(["--config", str(config), "redrive", "orders", "--from-dlq"]) == 0
     captured = capsys.readouterr()
     progress = [line for line in captured.err.splitlines() if line.startswith("redrive: ")]
     assert len(progress) >= 9 and "of ~1,000 scanned" in progress[-1]
-    assert captured.out.strip() == "redrive: moved 1,000 entries from dead_letter:orders to orders, attempts reset"
+    assert captured.out.strip() == "redrive: moved 1,000 entries from dead_letter:orders (the DLQ) to orders, attempts reset"
 
 
 def test_job_ids_across_many_chunks_and_duplicates(
@@ -164,7 +165,7 @@ def test_job_ids_across_many_chunks_and_duplicates(
     monkeypatch.setattr(module, "CHUNK", 3)
     push_jobs(clean_redis, "dead_letter:orders", 10)
     clean_redis.rpush("dead_letter:orders", envelope_entry(job_id="job-5", attempts=5))  # an identical twin, oldest
-    code, out = redrive(config, capsys, "orders", "--job-id", "job-1", "--job-id", "job-5", "--job-id", "job-8")
+    code, out = redrive(config, capsys, "orders", "--from-dlq", "--job-id", "job-1", "--job-id", "job-5", "--job-id", "job-8")
     assert code == 0 and "moved 4 entries" in out
     assert job_ids(clean_redis, "orders") == ["job-8", "job-5", "job-1", "job-5"]
     assert job_ids(clean_redis, "dead_letter:orders") == [f"job-{i}" for i in (9, 7, 6, 4, 3, 2, 0)]

@@ -259,7 +259,7 @@ async def test_a_console_redrive_through_the_runtime_resolves_the_alert_and_the_
             await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 30)
             await peer.until(lambda: bool(peer.alerts("resolved")))
     assert [(s["name"], s["type"], s["queue_depth"]) for s in overview["sinks"]] == [("am", "alertmanager", 0)]
-    assert done.json()["ok"] is True and "resolve queued for am" in done.json()["message"]
+    assert done.json()["ok"] is True and "resolves queued for am" in done.json()["message"]
     [gone] = peer.alerts("resolved")
     assert gone["labels"]["job_id"] == "o1" and gone["labels"]["queue"] == "orders"
 

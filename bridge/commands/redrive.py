@@ -1,12 +1,14 @@
-"""`dlq-bridge redrive QUEUE`: move dead (or archived) entries back to their work queue.
+"""`dlq-bridge redrive QUEUE`: entries back to their work queue, through the one redrive operation
+(bridge.redrive.operation.Redrive, which the console's actions use too).
 
-One Lua script per entry removes exactly that entry from the source list and
-pushes it (attempts reset) onto the work queue, so a crash or `kill -9` at any
-instant leaves every entry in exactly one of the two lists. On Redis Cluster,
-when the work queue lives in another slot than its DLQ (no common `{hash tag}`),
-no script may touch both: each entry then moves through a staging list in the
-DLQ's slot (`dlq_bridge:redrive:<ref>`, emptied first by the next redrive of
-that DLQ after a kill), so it is never lost, at worst pushed twice.
+By default it reads the archive (`dlq_bridge:alerted:<ref>`: what the bridge alerted on; a running
+bridge drains the DLQ within seconds), `--from-dlq` the DLQ itself, `--quarantine` the quarantine
+list. One Lua script per entry removes exactly that entry from the list it is read from and pushes
+it onto the work queue, so a crash or `kill -9` at any instant leaves every entry in exactly one
+of the two lists. An archived entry that moved gets the resolves of every sink that resolves
+(PagerDuty, Alertmanager) queued, and the act recorded on it; the run lands in the audit list as
+`cli:<login>`. On Redis Cluster, a work queue in another slot than its DLQ is reached through a
+staging list (`dlq_bridge:redrive:<ref>`): never lost, at worst pushed twice.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import getpass
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import redis.asyncio as redis
 
@@ -28,57 +29,52 @@ from bridge.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     open_redis,
-    plural,
     resolve_source,
 )
 from bridge.core import names
-from bridge.intake.chain import normalize
+from bridge.redrive import messages
+from bridge.redrive.operation import Outcome, Redrive, default_resolver
 from bridge.settings import Settings
 from bridge.sources import refs as kind_sources
-from bridge.stores.archive import archive_key
-from bridge.stores.audit import AuditLog
-from bridge.stores.requeue import Plan, finish_staged, move_batch, quarantine_plan, staging_key
+from bridge.stores.archive import Archive, archive_key, quarantine_key
+from bridge.stores.requeue import Plan, quarantine_plan
 
 CHUNK = 500
 PROGRESS_EVERY_S = 1.0
+SUGGEST_SCAN_MAX = 10_000
 
 EPILOG = """examples:
-  dlq-bridge redrive orders --dry-run          # what would move from dead_letter:orders
-  dlq-bridge redrive orders                    # all of dead_letter:orders -> orders
-  dlq-bridge redrive orders --from-archive --limit 100
-  dlq-bridge redrive orders --job-id job-42 --job-id job-43
+  dlq-bridge redrive orders --dry-run          # what would move from the archive of dead_letter:orders
+  dlq-bridge redrive orders --job-id pay-1     # that alerted job back onto orders, its incidents resolved
+  dlq-bridge redrive orders --limit 100        # the 100 oldest archived entries
+  dlq-bridge redrive orders --from-dlq         # entries still in dead_letter:orders (the bridge not running)
   dlq-bridge redrive dead_letter:{carts}:eu --to {carts}:eu:jobs
   dlq-bridge redrive orders --quarantine --dry-run   # what is quarantined for dead_letter:orders
   dlq-bridge redrive orders --quarantine       # dlq_bridge:quarantine:… -> dead_letter:orders
 
-Oldest entries move first. Each entry is LPUSHed onto the work queue (the DLQ
-key without `dead_letter:` unless --to is given) with its attempt counter
-reset to 0 (JSON objects; other bytes move unchanged). One atomic Lua script
-per entry: a kill at any moment loses and duplicates nothing. On Redis Cluster,
-a work queue in another slot than its DLQ is reached through a staging list
-(dlq_bridge:redrive:<ref>): a kill there may push an entry twice, never lose it.
+It reads the archive by default: the entries the bridge claimed and alerted on
+(a running bridge drains a DLQ within seconds). --from-dlq reads the DLQ itself,
+--quarantine the quarantine list. Oldest entries move first. Each entry is
+LPUSHed onto the work queue (the DLQ key without `dead_letter:` unless --to is
+given) with its attempt counter reset to 0 (JSON objects; other bytes move
+unchanged). One atomic Lua script per entry: a kill at any moment loses and
+duplicates nothing. On Redis Cluster, a work queue in another slot than its DLQ
+is reached through a staging list (dlq_bridge:redrive:<ref>): a kill there may
+push an entry twice, never lose it.
+
+An archived entry that moved has a resolve queued for every sink its alert went
+to that resolves (PagerDuty, Alertmanager with resolve_on_retry), as a redrive
+from the console does, and the run is recorded in the audit list as cli:<login>.
 
 --quarantine takes the entries the bridge quarantined (dlq_bridge:quarantine:<ref>,
 kept byte for byte) and pushes them back, unchanged, onto their DLQ, so the bridge
 claims and alerts on them again as new entries: fix what killed the bridge first.
-Each move is the same atomic script (the quarantine list shares the DLQ's slot),
-and the run is recorded in the console's audit list (dlq_bridge:audit).
 
-exit codes: 0 done (also when the DLQ is empty now), 1 Redis error or
-interrupted, 2 bad configuration or usage, 4 not found: neither the DLQ, its
-archive nor its work queue exists, or a given --job-id matched no entry (named
-on stderr)
+exit codes: 0 done (also when nothing matched: the line says which list was
+read and what holds entries), 1 Redis error or interrupted, 2 bad configuration
+or usage, 4 not found: neither the DLQ, its archive, its quarantine list nor
+its work queue exists, or a given --job-id matched no entry (named on stderr)
 """
-
-
-@dataclass
-class Outcome:
-    scanned: int = 0
-    matched: int = 0
-    moved: int = 0
-    vanished: int = 0  # matched, but gone before the move (claimed by the bridge meanwhile)
-    samples: list[str] = field(default_factory=list)
-    found_ids: set[str] = field(default_factory=set)  # the given --job-id values seen
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
@@ -86,23 +82,26 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("queue", help="queue name (orders) or DLQ key (dead_letter:orders)")
     add("--to", metavar="KEY", help="work queue key (default: the DLQ key without dead_letter:)")
-    add("--from-archive", action="store_true", help="take entries from dlq_bridge:alerted:<dlq>")
-    add("--quarantine", action="store_true",
-        help="take entries from dlq_bridge:quarantine:<dlq> and push them back onto the DLQ itself")
+    origin = parser.add_mutually_exclusive_group()
+    origin.add_argument("--from-archive", action="store_true",
+                        help="take entries from dlq_bridge:alerted:<dlq> (the default)")
+    origin.add_argument("--from-dlq", action="store_true", help="take entries from the DLQ itself")
+    origin.add_argument("--quarantine", action="store_true",
+                        help="take entries from dlq_bridge:quarantine:<dlq> and push them back onto the DLQ itself")
     add("--dry-run", action="store_true", help="count and list what would move; change nothing")
     add("--limit", type=int, metavar="N", help="move at most N entries")
     add("--job-id", action="append", default=[], metavar="ID", help="only this job id (repeatable)")
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    outcome = Outcome()
     try:
-        return asyncio.run(_run(settings, args, outcome))
+        return asyncio.run(_run(settings, args))
     except KeyboardInterrupt:
-        print(f"redrive: interrupted after moving {outcome.moved} entries", file=sys.stderr)
+        print("redrive: interrupted (each entry moved is in its work queue; run it again for the rest)",
+              file=sys.stderr)
         return EXIT_FAILED
     except redis.RedisError as exc:
-        print(f"redrive: Redis error after moving {outcome.moved} entries: {_explain(exc)}")
+        print(f"redrive: Redis error: {_explain(exc)}", file=sys.stderr)
         return EXIT_FAILED
 
 
@@ -113,7 +112,7 @@ def _explain(exc: redis.RedisError) -> str:
     return text
 
 
-async def _run(settings: Settings, args: argparse.Namespace, outcome: Outcome) -> int:
+async def _run(settings: Settings, args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         print("redrive: --limit must be at least 1", file=sys.stderr)
         return EXIT_USAGE
@@ -121,55 +120,63 @@ async def _run(settings: Settings, args: argparse.Namespace, outcome: Outcome) -
         print(f"redrive: {ref.name} is a {ref.kind} source; the bridge does not retry its jobs: "
               f"{ref.own_ui}.", file=sys.stderr)
         return EXIT_USAGE
+    plan = make_plan(args, settings.sources.match)
+    if isinstance(plan, str):
+        print(f"redrive: {plan}", file=sys.stderr)
+        return EXIT_USAGE
     async with open_redis(settings) as client:
-        plan = make_plan(args, settings.sources.match)
-        if isinstance(plan, str):
-            print(f"redrive: {plan}", file=sys.stderr)
-            return EXIT_USAGE
         problem = await wrong_types(client, plan)
         if problem:
             print(f"redrive: {problem}", file=sys.stderr)
             return EXIT_FAILED
-        if not await client.exists(plan.dlq, archive_key(plan.dlq), plan.target, plan.source):
+        if not await client.exists(plan.dlq, archive_key(plan.dlq), quarantine_key(plan.dlq), plan.target):
             print(f"redrive: {await no_such_queue(client, plan, settings.sources.match)}", file=sys.stderr)
             return EXIT_NOT_FOUND
-        if finished := await finish_staged(client, plan):
-            print(f"redrive: pushed {plural(finished, 'entry', 'entries')} an interrupted redrive left "
-                  f"in {staging_key(plan.dlq)} onto {plan.target}", file=sys.stderr)
-        total = int(await client.llen(plan.source))
-        await redrive(client, plan, outcome, progress_printer(plan, total))
-        if args.quarantine and not plan.dry_run:
-            await audit_quarantine_redrive(client, plan, outcome)
-    print(summary_line(plan, outcome))
-    missing = sorted(plan.job_ids - outcome.found_ids)
-    if missing and not _limit_reached(plan, outcome):
-        print(f"redrive: no entry of {plan.source} has job id {', '.join(missing)} "
-              f"({plural(outcome.scanned, 'entry', 'entries')} scanned)", file=sys.stderr)
-        return EXIT_NOT_FOUND
-    return EXIT_OK
+        operation = Redrive(client, settings.effective_sinks(), resolver=default_resolver())
+        progress = progress_printer(plan, int(await client.llen(plan.source)))
+        outcome = await operation.walk(plan, f"cli:{_login()}", _action(plan), progress, chunk=CHUNK)
+        depths = await operation.depths(plan.dlq) if outcome.matched == 0 else None
+        text = messages.line(outcome, depths)
+        if not plan.dry_run:
+            await operation.audit(f"cli:{_login()}", _action(plan), plan.dlq, outcome.moved > 0, text)
+    code = EXIT_NOT_FOUND if outcome.missing_ids and not outcome.limit_reached() else EXIT_OK
+    print(text, file=sys.stderr if code else sys.stdout)
+    return code
+
+
+def _action(plan: Plan) -> str:
+    return "redrive-quarantine" if not plan.reset else "redrive"
 
 
 async def no_such_queue(client: redis.Redis, plan: Plan, match: str) -> str:
-    """What was not found, and the closest DLQ names that exist."""
-    text = f"no such queue: {plan.dlq} does not exist, nor its archive or the work queue {plan.target}"
-    found = []
+    """What was not found, and the closest names of DLQs that exist or have an archive."""
+    roles = [plan.dlq, "its archive", "its quarantine list"]
+    if plan.target != plan.dlq:
+        roles.append(f"the work queue {plan.target}")
+    text = f"no such queue: none of {', '.join(roles[:-1])} or {roles[-1]} exists"
+    found = set(await Archive(client).archived_sources(SUGGEST_SCAN_MAX))
     async for key in client.scan_iter(match=match, count=1000, _type="list"):
-        found.append(names.as_bytes(key).decode("utf-8", errors="replace"))
-        if len(found) >= 10_000:
+        found.add(names.as_bytes(key).decode("utf-8", errors="replace"))
+        if len(found) >= SUGGEST_SCAN_MAX:
             break
-    close = difflib.get_close_matches(plan.dlq, found, n=3)
+    close = _close(plan.dlq, found)
     return text + (f" (did you mean {', '.join(close)}?)" if close else "")
+
+
+def _close(dlq: str, found: set[str]) -> list[str]:
+    """The closest names, compared without the `dead_letter:` every name shares."""
+    bare = {name.removeprefix(names.DLQ_PREFIX): name for name in sorted(found)}
+    close = difflib.get_close_matches(dlq.removeprefix(names.DLQ_PREFIX), list(bare), n=3)
+    return [bare[name] for name in close]
 
 
 def make_plan(args: argparse.Namespace, match: str) -> Plan | str:
     """The plan, or a usage problem as text."""
     dlq = resolve_source(args.queue, match)
     if getattr(args, "quarantine", False):
-        if args.from_archive:
-            return "--quarantine and --from-archive name two different source lists: pick one"
         return quarantine_plan(dlq, target=args.to, dry_run=args.dry_run, limit=args.limit,
                                job_ids=frozenset(args.job_id))
-    source = archive_key(dlq) if args.from_archive else dlq
+    source = dlq if getattr(args, "from_dlq", False) else archive_key(dlq)
     target = args.to or names.work_queue(dlq)
     if target is None:
         return f"cannot derive a work queue from {dlq} (no dead_letter: prefix): pass --to KEY"
@@ -186,70 +193,11 @@ async def wrong_types(client: redis.Redis, plan: Plan) -> str:
     return ""
 
 
-async def redrive(
-    client: redis.Redis,
-    plan: Plan,
-    outcome: Outcome,
-    progress: Callable[[Outcome], None] | None = None,
-) -> Outcome:
-    """Walk the source list oldest first, moving matching entries one atomic script each."""
-    skipped = 0  # entries left in place at the right end (not matching, or dry run)
-    while not _limit_reached(plan, outcome):
-        raws = await client.lrange(plan.source, -(skipped + CHUNK), -(skipped + 1))
-        if not raws:
-            break
-        scanned_before = outcome.scanned
-        batch = _select(plan, outcome, [names.as_bytes(r) for r in reversed(raws)])
-        skipped += outcome.scanned - scanned_before - len(batch)
-        if batch:
-            moved = await move_batch(client, plan, batch)
-            outcome.moved += moved
-            outcome.vanished += len(batch) - moved
-        if progress is not None:
-            progress(outcome)
-    return outcome
-
-
-def _limit_reached(plan: Plan, outcome: Outcome) -> bool:
-    return plan.limit is not None and outcome.matched >= plan.limit
-
-
-def _select(plan: Plan, outcome: Outcome, raws: list[bytes]) -> list[bytes]:
-    """The entries of this chunk to move; counts scanned and matched ones."""
-    batch = []
-    for raw in raws:
-        if _limit_reached(plan, outcome):
-            break
-        outcome.scanned += 1
-        if plan.job_ids:
-            found = job_id(raw, plan.dlq)
-            if found not in plan.job_ids:
-                continue
-            outcome.found_ids.add(found)
-        outcome.matched += 1
-        if plan.dry_run:
-            if len(outcome.samples) < 10:
-                outcome.samples.append(job_id(raw, plan.dlq))
-        else:
-            batch.append(raw)
-    return batch
-
-
-async def audit_quarantine_redrive(client: redis.Redis, plan: Plan, outcome: Outcome) -> None:
-    """One audit record per run, as the console's actions write them (who: `cli:<login>`)."""
-    detail = f"{plural(outcome.moved, 'entry', 'entries')} moved from {plan.source} to {plan.target}"
-    await AuditLog(client).append(f"cli:{_login()}", "redrive-quarantine", plan.dlq, "ok", detail)
-
-
 def _login() -> str:
     try:
         return getpass.getuser()
     except (OSError, KeyError):  # no login name in a bare container
         return "unknown"
-
-
-def job_id(raw: bytes, dlq: str) -> str:
-    return normalize(raw, dlq, excerpt_max=64).job_id
 
 
 def progress_printer(plan: Plan, total: int) -> Callable[[Outcome], None]:
@@ -262,19 +210,6 @@ def progress_printer(plan: Plan, total: int) -> Callable[[Outcome], None]:
             last = time.monotonic()
             verb = "matched" if plan.dry_run else "moved"
             count = outcome.matched if plan.dry_run else outcome.moved
-            print(f"redrive: {count:,} {verb}, {outcome.scanned:,} of ~{total:,} scanned",
-                  file=sys.stderr, flush=True)
+            print(f"redrive: {count:,} {verb}, {outcome.scanned:,} of ~{total:,} scanned", file=sys.stderr, flush=True)
 
     return report
-
-
-def summary_line(plan: Plan, outcome: Outcome) -> str:
-    if plan.dry_run:
-        shown = f"; job ids: {', '.join(outcome.samples)}" if outcome.samples else ""
-        more = " …" if outcome.matched > len(outcome.samples) else ""
-        return (f"redrive (dry run): would move {outcome.matched} of {outcome.scanned} scanned "
-                f"entries from {plan.source} to {plan.target}{shown}{more}; nothing changed")
-    gone = f" ({outcome.vanished} claimed by the bridge meanwhile)" if outcome.vanished else ""
-    return (f"redrive: moved {plural(outcome.moved, 'entry', 'entries')} "
-            f"from {plan.source} to {plan.target}, "
-            f"{'attempts reset' if plan.reset else 'bytes unchanged'}{gone}")

@@ -12,11 +12,11 @@ count, for the page to ask for confirmation.
 calls it until `state` is `done` (or the user presses cancel: `POST …/cancel`). One run at a
 time per bulk action (a lease, `…:lease`, 15 s). Per item, before acting, it is added to
 `…:tried`; a redrive or discard then moves/removes the archived bytes with one atomic script
-each (bridge.stores.requeue.move_batch, LREM). After a crash (the process killed between the move
+each (the one redrive operation, bridge.redrive.operation; LREM). After a crash (the process killed between the move
 and the progress write), the next run does the same items again: one already tried and no
 longer in the archive counts as done by the interrupted run, and an entry whose record index
 now scores above `as_of` (the same bytes parked again after the snapshot) is skipped, so
-nothing is redriven twice. A redrive queues the PagerDuty resolves as a single redrive does.
+nothing is redriven twice. A redrive queues the resolves as a single redrive does (the same operation).
 The audit list gets one record when a bulk action starts and one when it ends or is
 cancelled, each with its counts. Roles: as the single actions (redrive and silence:
 operator; discard of archived entries: admin).
@@ -34,14 +34,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.console.actions import ConsoleActions
 from bridge.console.export import describe
-from bridge.console.history import record_act
 from bridge.console.search import SearchFilter
 from bridge.console.service import ConsoleService
 from bridge.console.views import SilenceCreate
 from bridge.core import names
-from bridge.stores.archive import archive_key
 from bridge.stores.bulk_jobs import BulkJobs
-from bridge.stores.requeue import Plan, finish_staged, move_batch
+from bridge.stores.search_index import record_act
 from bridge.stores.silences import SilenceStore
 
 BULK_MAX = 10_000
@@ -235,18 +233,10 @@ class BulkActions:
                 if n:
                     await record_act(self._redis, source, digest, who, "bulk-discard", self._clock())
             return sum(removed)
-        work = names.work_queue(source)
-        if work is None:
+        if names.work_queue(source) is None:
             return 0
-        plan = Plan(source=archive_key(source), target=work, dlq=source)
-        await finish_staged(self._redis, plan)
-        moved = 0
-        for raw, digest in zip(raws, digests, strict=True):
-            if await move_batch(self._redis, plan, [raw]):
-                moved += 1
-                await record_act(self._redis, source, digest, who, "bulk-redrive", self._clock())
-                await self._actions.queue_resolves(await self._service.record(source, digest))
-        return moved
+        found = dict(zip(digests, raws, strict=True))
+        return (await self._actions.redrive.move_found(source, found, who, "bulk-redrive")).moved
 
     async def _silence(self, meta: dict[str, str], items: list[str], before: set[str]) -> tuple[int, int]:
         now = self._clock()

@@ -24,46 +24,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as redis
-from pydantic import ValidationError
 
 from bridge.console.views import DeliveryState, EnvelopeView, Link, SinkDelivery, SummaryView
 from bridge.core.models import Alert, DeadLetter
 from bridge.settings import SinkSettings
 from bridge.sinks.sink_registry import SINKS
+from bridge.stores.archive import Record
 from bridge.stores.groups import GroupReader, group_key
 from bridge.stores.ledger import SENDING, Ledger
 from bridge.stores.sink_queue import SinkQueue
 from bridge.stores.undeliverable_records import UndeliverableStore
 
+__all__ = ["DeliveryReader", "Record", "envelope_view", "runbook_link", "summary_view"]
+
 UNDELIVERABLE_SCAN = 2000
 DUPLICATE_SLACK_MS = 1000  # a mark this much before the hand-off is still this hand-off's (clock skew)
 LOOKUPS_PER_SINK = 6  # ledger mark, queued item, group member and fields (open group, then closed one)
-
-
-@dataclass(frozen=True)
-class Record:
-    """One parsed entry record (see bridge.stores.handoff.entry_record): the alert is embedded, or inside
-    the outbox parcel the hand-off script appended."""
-
-    ms: int
-    item: str
-    sinks: list[str]
-    silenced: dict[str, str]
-    quarantined: bool
-    alert: Alert
-
-    @classmethod
-    def parse(cls, raw: bytes | str | None) -> Record | None:
-        if raw is None:
-            return None
-        try:
-            data = json.loads(raw)
-            alert = (Alert.model_validate(data["alert"]) if "alert" in data
-                     else Alert.model_validate_json(data["parcel"]["alert"]))
-            return cls(int(data["ms"]), str(data["item"]), [str(s) for s in data["sinks"]],
-                       {str(k): str(v) for k, v in data["silenced"].items()}, bool(data.get("quarantined")), alert)
-        except (ValueError, KeyError, TypeError, AttributeError, ValidationError):
-            return None
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,13 @@ from typing import Any, Protocol
 import redis.asyncio as redis
 from pydantic import Field
 
-from bridge.console.entries import Record
 from bridge.console.views import EntryView, View
 from bridge.core import names
-from bridge.stores.archive import Archive
-from bridge.stores.search_index import SearchIndex, acted_key, jobs_key, member_ms
+from bridge.stores.archive import Archive, Record
+from bridge.stores.search_index import SearchIndex, acted_key, jobs_key, member_ms, record_act
 
-ACTED_MAX = 20
+__all__ = ["Acted", "HistoryItem", "history", "record_act"]
+
 HISTORY_MAX = 50
 
 
@@ -49,14 +49,6 @@ class EntryReader(Protocol):
     async def record(self, source: str, entry_id: str) -> Record | None: ...
 
     async def views_of(self, items: list[tuple[str, str, bytes | None, Any]]) -> list[EntryView]: ...
-
-
-async def record_act(client: redis.Redis, source: str, digest: str, who: str, action: str, at: float) -> None:
-    """Append one action to the entry's list (the last ACTED_MAX kept)."""
-    raw = await client.hget(acted_key(source), digest)
-    found: list[Any] = json.loads(raw) if raw else []
-    found = [*found, {"who": who, "action": action, "at": at}][-ACTED_MAX:]
-    await client.hset(acted_key(source), digest, json.dumps(found))
 
 
 async def history(service: EntryReader, client: redis.Redis, source: str, entry_id: str) -> list[HistoryItem]:

@@ -37,9 +37,8 @@ import orjson
 import redis.asyncio as redis
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.console.entries import Record
 from bridge.console.views import EntryView, SinkDelivery
-from bridge.stores.archive import Archive
+from bridge.stores.archive import Archive, Record
 from bridge.stores.search_index import SearchIndex, by_facet, facet_values, record_words, words_of
 
 SCAN_MAX = 5000

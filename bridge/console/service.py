@@ -35,7 +35,7 @@ from typing import Any
 
 import redis.asyncio as redis
 
-from bridge.console.entries import DeliveryReader, Record, envelope_view, summary_view
+from bridge.console.entries import DeliveryReader, envelope_view, summary_view
 from bridge.console.fleet import gateway_view, group_summaries, group_view, sink_views
 from bridge.console.history import HistoryItem, history
 from bridge.console.search import Searcher, SearchFilter, SearchPage
@@ -59,7 +59,7 @@ from bridge.intake.chain import normalize
 from bridge.settings import Settings, SinkSettings
 from bridge.sources.kinds import KindReader
 from bridge.sources.watched import WatchedSource
-from bridge.stores.archive import STATS_BUCKET_S, Archive, minute_of
+from bridge.stores.archive import STATS_BUCKET_S, Archive, Record, minute_of
 from bridge.stores.audit import AuditLog, AuditRecord
 from bridge.stores.search_index import SearchIndex
 from bridge.stores.silences import Silence, SilenceStore
@@ -115,6 +115,10 @@ class ConsoleService:
     @property
     def sinks(self) -> list[SinkSettings]:
         return list(self._sinks)
+
+    @property
+    def archive_max(self) -> int:
+        return self._settings.sources.archive_max
 
     def is_kind(self, source: str) -> bool:
         return source in self._kinds

@@ -8,13 +8,17 @@ script moves entries out of the archive; bridge.stores.requeue), `EXISTS`, and `
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as redis
+from pydantic import ValidationError
 from redis.asyncio.client import Pipeline
 
 from bridge.core import names
+from bridge.core.models import Alert
 from bridge.intake.envelope import raw_digest
 from bridge.stores import keys
 
@@ -22,9 +26,40 @@ STATS_BUCKET_S = keys.STATS_BUCKET_S  # one minute's counts per bucket
 FIND_CHUNK = 500
 
 
+@dataclass(frozen=True)
+class Record:
+    """One parsed entry record (see bridge.stores.handoff.entry_record): the alert is embedded, or inside
+    the outbox parcel the hand-off script appended."""
+
+    ms: int
+    item: str
+    sinks: list[str]
+    silenced: dict[str, str]
+    quarantined: bool
+    alert: Alert
+
+    @classmethod
+    def parse(cls, raw: bytes | str | None) -> Record | None:
+        if raw is None:
+            return None
+        try:
+            data = json.loads(raw)
+            alert = (Alert.model_validate(data["alert"]) if "alert" in data
+                     else Alert.model_validate_json(data["parcel"]["alert"]))
+            return cls(int(data["ms"]), str(data["item"]), [str(s) for s in data["sinks"]],
+                       {str(k): str(v) for k, v in data["silenced"].items()}, bool(data.get("quarantined")), alert)
+        except (ValueError, KeyError, TypeError, AttributeError, ValidationError):
+            return None
+
+
 def archive_key(source: str) -> str:
     """The archive list of `source` (entries already alerted, newest left)."""
     return keys.alerted(source)
+
+
+def quarantine_key(source: str) -> str:
+    """The quarantine list of `source` (entries set aside unparsed, byte for byte; redrive --quarantine)."""
+    return keys.quarantine(source)
 
 
 def minute_of(epoch_s: float) -> int:
@@ -89,6 +124,14 @@ class Archive:
                 break
             start += chunk
         return found
+
+    async def list_depths(self, source: str) -> tuple[int, int, int]:
+        """(archive, DLQ, quarantine list) lengths of a list source, in one round trip."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key in (keys.alerted(source), source, keys.quarantine(source)):
+                pipe.llen(names.encode(key))
+            archived, dead, quarantined = await pipe.execute()
+        return int(archived), int(dead), int(quarantined)
 
     async def discard(self, source: str, raws: Sequence[bytes]) -> list[int]:
         """LREM each of these exact entries (once) from the archive; how many each removed (one pipeline)."""

@@ -49,6 +49,7 @@ WORDS_MAX = 24  # distinct words indexed per entry (of the redacted error, then 
 TRIM_EVERY_S = 60.0
 REFRESH_EVERY_S = 1.0  # a search sees hand-offs at most this old (the index checks once a second)
 JOBS_SLACK = 2  # the jobs set is cleaned of trimmed hand-offs once it holds twice the records kept
+ACTED_MAX = 20  # actions kept per entry (who redrove or discarded it, when)
 TIE_STEPS = 4096  # ms < 2**41: 12 bits of a double's 53 are left for a tie-break below the millisecond
 
 
@@ -92,8 +93,16 @@ def job_member(job_id: str, ms: float, digest: str) -> str:
 
 
 def acted_key(source: str) -> bytes:
-    """HASH digest → who acted on the entry from the console (bridge.console.history)."""
+    """HASH digest → who acted on the entry (the console or the CLI; bridge.console.history reads it)."""
     return names.encode(f"{keys.entry_records(source)}:acted")
+
+
+async def record_act(client: redis.Redis, source: str, digest: str, who: str, action: str, at: float) -> None:
+    """Append one action to the entry's list in `acted_key` (the last ACTED_MAX kept)."""
+    raw = await client.hget(acted_key(source), digest)
+    found: list[Any] = orjson.loads(raw) if raw else []
+    found = [*found, {"who": who, "action": action, "at": at}][-ACTED_MAX:]
+    await client.hset(acted_key(source), digest, orjson.dumps(found))
 
 
 def member_ms(member: Any) -> int:
