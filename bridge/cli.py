@@ -22,6 +22,7 @@ from bridge.core.untrusted import SafeFormatter
 from bridge.settings import Settings, load_settings, unknown_env_variables
 
 log = logging.getLogger("bridge.cli")
+SERVES_CONSOLE = ("run", "check")  # the commands that need the [console] secrets (check vouches for run)
 
 EPILOG = """examples:
   dlq-bridge demo                         # sample dead letters through the pipeline, cards on stdout
@@ -108,7 +109,7 @@ def setup_logging(verbose: bool, level: str = "info") -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        settings = load_settings(args.config)
+        settings = load_settings(args.config, serves_console=args.command in SERVES_CONSOLE)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"config error: {problem}", file=sys.stderr)

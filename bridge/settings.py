@@ -151,9 +151,14 @@ def _fields(model: BaseModel) -> Iterator[tuple[str, Any]]:
                 yield from _fields(item)
 
 
-def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+def load_settings(
+    path: Path | None = None, environ: Mapping[str, str] | None = None, *, serves_console: bool = True
+) -> Settings:
     """Build Settings from `path` (or $DLQ_BRIDGE_CONFIG) and the environment.
 
+    The `[console]` secrets (its token, the session key, the OpenID client secret) are required only
+    of a process that serves an enabled console (`serves_console`: `run`, and `check`, which vouches
+    for `run`); any other command loads the settings without the ones it cannot read.
     Raises ConfigError with one line per problem; never a traceback.
     """
     env = os.environ if environ is None else environ
@@ -166,9 +171,15 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
         settings = Settings(**data)
     except ValidationError as exc:
         problems += format_validation_error(exc)
+    else:
+        if not (serves_console and settings.console.enabled):
+            problems = [p for p in problems if not p.startswith(CONSOLE_SECRETS)]
     if problems:
         raise ConfigError(problems)
     return settings
+
+
+CONSOLE_SECRETS = "console."  # where the secret resolver names a [console] secret it could not read
 
 
 def unknown_env_variables(settings: Settings, environ: Mapping[str, str] | None = None) -> list[UnknownVariable]:

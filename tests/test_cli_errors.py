@@ -133,3 +133,21 @@ def test_undeliverable_and_send_test_with_a_sink_that_does_not_exist(
         assert proc.stderr.strip() == f"{command}: no sink named nosuch (configured: console)"
     known = cli("--config", str(config), "undeliverable", "list", "--sink", "console")
     assert known.returncode == 0 and "no undeliverable records for sink console" in known.stdout
+
+
+# --- the [console] token is required only by what serves the console (issue 34) ----------
+
+def test_the_readme_console_snippet_with_its_variable_unset_stops_only_what_serves_the_console(
+    tmp_path: Path, redis_url: str, clean_redis: redis.Redis
+) -> None:
+    config = write_config(tmp_path / "b.toml", redis_url,
+                          console={"enabled": True, "token_env": "DLQ_BRIDGE_CONSOLE_TOKEN"})
+    peeked = cli("--config", str(config), "peek")
+    assert peeked.returncode == 0 and "config error" not in peeked.stderr, peeked.stderr
+    checked = cli("--config", str(config), "check")
+    assert checked.returncode == 2, "check vouches for run, which serves the console"
+    assert checked.stderr.splitlines() == [
+        "config error: console.token_env: environment variable DLQ_BRIDGE_CONSOLE_TOKEN "
+        "(or DLQ_BRIDGE_CONSOLE_TOKEN_FILE) is not set"]
+    disabled = write_config(tmp_path / "d.toml", redis_url, console={"token_env": "DLQ_BRIDGE_CONSOLE_TOKEN"})
+    assert cli("--config", str(disabled), "check").stderr.count("config error") == 0, "no console, no token"

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 
 from bridge.cli import main
+from bridge.runtime import open_runtime
+from bridge.settings import Settings
 from bridge.stores import keys
 from tests.conftest import envelope_entry
-from tests.support.ops import write_config
+from tests.support.ops import cli, write_config
 from tests.support.redis_server import TEST_DB
 
-READ_ONLY = {"SCAN", "LLEN", "LRANGE", "TYPE", "PING", "CLIENT", "HELLO", "SELECT", "ECHO", "INFO"}
+READ_ONLY = {"SCAN", "LLEN", "LRANGE", "TYPE", "PING", "CLIENT", "HELLO", "SELECT", "ECHO", "INFO", "EXISTS", "HMGET"}
 
 
 @pytest.fixture
@@ -27,7 +32,8 @@ def config(tmp_path: Path, redis_url: str) -> Path:
 
 def peek(config: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     code = main(["--config", str(config), "peek", *args])
-    return code, capsys.readouterr().out
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
 
 
 def seed(r: redis.Redis) -> None:
@@ -86,9 +92,26 @@ def test_unparseable_and_archive_and_json(
     assert [json.loads(line)["job_id"] for line in out.splitlines()] == ["old-1"]
 
 
+async def test_archived_entries_are_aged_from_their_hand_off(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis, tmp_path: Path
+) -> None:
+    await aredis.lpush("dead_letter:orders", json.dumps({"job_id": "no-time", "last_error": "boom"}))
+    async with open_runtime(make_settings()) as runtime:
+        await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 30)
+    done = await cli(tmp_path / "bridge.toml", "peek", "orders", "--archive")
+    assert done.code == 0, done
+    (row,) = [line for line in done.out.splitlines() if "no-time" in line]
+    assert re.search(r"\s\d+s\s", row), f"an age, not '-': {row}"
+
+
 def test_empty_and_wrong_type(clean_redis: redis.Redis, config: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = peek(config, capsys, "nothing-here")
-    assert code == 0 and "dead_letter:nothing-here: no entries" in out
+    clean_redis.lpush(keys.alerted("dead_letter:drained"), envelope_entry(job_id="old-1"))
+    code, out = peek(config, capsys, "drained")
+    assert code == 0 and "dead_letter:drained: no entries" in out, "drained, not unknown"
+    code, out = peek(config, capsys, "drainde")
+    assert code == 4, "the README's table: 4 for a queue that does not exist"
+    assert out == ("peek: no such queue: none of dead_letter:drainde, its archive or its quarantine list exists "
+                   "(did you mean dead_letter:drained?)\n")
     clean_redis.set("dead_letter:str", "x")
     code, out = peek(config, capsys, "str")
     assert code == 1 and "not a list" in out

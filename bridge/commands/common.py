@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import fnmatch
 import shutil
 from collections.abc import AsyncIterator, Sequence
@@ -15,6 +16,9 @@ from bridge.core import names
 from bridge.core.exit_codes import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from bridge.core.urls import MASK, mask_url
 from bridge.settings import Settings
+from bridge.stores.archive import Archive
+
+SUGGEST_SCAN_MAX = 10_000
 
 # The commands import these from here.
 __all__ = ["EXIT_FAILED", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_USAGE", "MASK", "mask_url"]
@@ -53,6 +57,23 @@ def resolve_source(name: str, match: str) -> str:
     if name.startswith(names.DLQ_PREFIX) or fnmatch.fnmatchcase(name, match):
         return name
     return names.DLQ_PREFIX + name
+
+
+async def close_queues(client: redis.Redis, dlq: str, match: str) -> list[str]:
+    """The DLQs (waiting or drained: with an archive) whose names are closest to `dlq`, compared without
+    the `dead_letter:` every name shares."""
+    found = set(await Archive(client).archived_sources(SUGGEST_SCAN_MAX))
+    async for key in client.scan_iter(match=match, count=1000, _type="list"):
+        found.add(names.as_bytes(key).decode("utf-8", errors="replace"))
+        if len(found) >= SUGGEST_SCAN_MAX:
+            break
+    bare = {name.removeprefix(names.DLQ_PREFIX): name for name in sorted(found)}
+    close = difflib.get_close_matches(dlq.removeprefix(names.DLQ_PREFIX), list(bare), n=3)
+    return [bare[name] for name in close]
+
+
+def did_you_mean(close: Sequence[str]) -> str:
+    return f" (did you mean {', '.join(close)}?)" if close else ""
 
 
 def no_such_sink(unknown: Sequence[str], configured: Sequence[str]) -> str:

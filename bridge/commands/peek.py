@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -18,7 +19,10 @@ import redis.asyncio as redis
 
 from bridge.commands.common import (
     EXIT_FAILED,
+    EXIT_NOT_FOUND,
     EXIT_OK,
+    close_queues,
+    did_you_mean,
     one_line,
     open_redis,
     render_table,
@@ -31,7 +35,7 @@ from bridge.intake.chain import normalize
 from bridge.settings import Settings
 from bridge.sources import refs as kind_sources
 from bridge.stores import undeliverable_records
-from bridge.stores.archive import Archive, archive_key
+from bridge.stores.archive import Archive, Record, archive_key, quarantine_key
 from bridge.stores.claims import is_bridge_key, processing_depths
 from bridge.stores.groups import Grouper
 from bridge.stores.undeliverable_records import UndeliverableStore
@@ -47,8 +51,10 @@ EPILOG = """examples:
 Entries are listed newest first (index 0 is the left end, where producers
 LPUSH); the bridge claims from the right end. Nothing is modified.
 
-exit codes: 0 ok (also for an empty list), 1 Redis unreachable or the key is
-not a list, 2 bad configuration or usage
+exit codes: 0 ok (also for a list that exists and is empty now), 1 Redis
+unreachable or the key is not a list, 2 bad configuration or usage, 4 no such
+queue: neither the DLQ, its archive nor its quarantine list exists (close names
+suggested)
 """
 
 HEADERS = ["#", "job id", "name", "attempts", "age", "error"]
@@ -91,7 +97,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_run(settings, args))
     except redis.RedisError as exc:
-        print(f"peek: Redis error: {type(exc).__name__}: {exc}")
+        print(f"peek: Redis error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED
 
 
@@ -113,20 +119,25 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
 
 async def print_groups(client: redis.Redis, settings: Settings, *, as_json: bool) -> int:
     """Every open group of every grouped sink: jobs in all, jobs notified, first/last seen, samples."""
+    from bridge.console.fleet import group_summaries  # the titles, as the console shows them
+
     views = []
     for sink in settings.effective_sinks():
         if sink.group_by != "none":
             views.extend(await Grouper(client, sink).views())
+    titles = {(g.sink, g.group_key): g.title for g in await group_summaries(client, settings.effective_sinks())}
     if as_json:
         for view in views:
-            print(json.dumps(dataclasses.asdict(view)))
+            print(json.dumps({**dataclasses.asdict(view), "title": titles.get((view.sink, view.group_key), "")}))
         return EXIT_OK
     if not views:
         print("no open alert groups")
         return EXIT_OK
-    rows = [[v.sink, v.group_key, str(v.count), str(v.notified), _when(v.first_seen), _when(v.last_seen),
-             one_line(", ".join(v.sample_keys), 60)] for v in views]
-    print(render_table(["sink", "group", "jobs", "notified", "first seen", "last seen", "sample jobs"], rows))
+    rows = [[v.sink, one_line(titles.get((v.sink, v.group_key), "-"), 60), v.group_key, str(v.count),
+             str(v.notified), _when(v.first_seen), _when(v.last_seen), one_line(", ".join(v.sample_keys), 60)]
+            for v in views]
+    print(render_table(["sink", "title", "group", "jobs", "notified", "first seen", "last seen", "sample jobs"],
+                       rows))
     return EXIT_OK
 
 
@@ -172,26 +183,42 @@ async def _list(client: redis.Redis, settings: Settings, args: argparse.Namespac
     key = archive_key(source) if args.archive else source
     kind = names.as_bytes(await client.type(key)).decode()
     if kind not in ("list", "none"):
-        print(f"peek: {key} is a {kind}, not a list")
+        print(f"peek: {key} is a {kind}, not a list", file=sys.stderr)
         return EXIT_FAILED
+    if not await client.exists(source, archive_key(source), quarantine_key(source)):
+        close = await close_queues(client, source, settings.sources.match)
+        print(f"peek: no such queue: none of {source}, its archive or its quarantine list exists"
+              f"{did_you_mean(close)}", file=sys.stderr)
+        return EXIT_NOT_FOUND
     total = int(await client.llen(key))
-    raws = await client.lrange(key, args.offset, args.offset + args.limit - 1)
-    letters = [normalize(names.as_bytes(raw), source, excerpt_max=settings.sources.excerpt_max_bytes)
-               for raw in raws]
+    raws = [names.as_bytes(raw) for raw in await client.lrange(key, args.offset, args.offset + args.limit - 1)]
+    letters = [normalize(raw, source, excerpt_max=settings.sources.excerpt_max_bytes) for raw in raws]
     if args.json:
         for letter in letters:
             print(letter.model_dump_json())
         return EXIT_OK
-    print_entries(key, letters, args.offset, total)
+    alerted = await alerted_at(client, source, letters) if args.archive else {}
+    print_entries(key, letters, args.offset, total, alerted)
     return EXIT_OK
 
 
-def print_entries(key: str, letters: list[DeadLetter], offset: int, total: int) -> None:
+async def alerted_at(client: redis.Redis, source: str, letters: list[DeadLetter]) -> dict[str, float]:
+    """digest → when each archived entry was handed off (its record), for the age column of `--archive`."""
+    digests = [letter.raw_digest for letter in letters]
+    records = [Record.parse(raw) for raw in await Archive(client).records(source, digests)] if digests else []
+    return {d: r.ms / 1000 for d, r in zip(digests, records, strict=True) if r is not None}
+
+
+def print_entries(
+    key: str, letters: list[DeadLetter], offset: int, total: int, alerted: dict[str, float] | None = None
+) -> None:
+    """The table; `alerted` (digest → hand-off time) ages an archived entry whose producer gave no time."""
     if not letters:
         print(f"{key}: no entries" + (f" at offset {offset} (length {total})" if total else ""))
         return
     now = datetime.now(UTC)
-    rows = [entry_row(offset + i, letter, now, 10_000) for i, letter in enumerate(letters)]
+    rows = [entry_row(offset + i, letter, now, 10_000, (alerted or {}).get(letter.raw_digest))
+            for i, letter in enumerate(letters)]
     fixed = sum(max(len(h), *(len(r[c]) for r in rows)) + 2 for c, h in enumerate(HEADERS[:-1]))
     width = max(terminal_width() - fixed, 30)
     rows = [[*row[:-1], one_line(row[-1], width)] for row in rows]
@@ -202,7 +229,7 @@ def print_entries(key: str, letters: list[DeadLetter], offset: int, total: int) 
         print(f"next page: --offset {last}")
 
 
-def entry_row(index: int, letter: DeadLetter, now: datetime, width: int) -> list[str]:
+def entry_row(index: int, letter: DeadLetter, now: datetime, width: int, alerted: float | None = None) -> list[str]:
     error = letter.last_error or (f"unparseable: {letter.parse_error}" if letter.parse_error
                                   else "(no error recorded)")
     return [
@@ -210,9 +237,13 @@ def entry_row(index: int, letter: DeadLetter, now: datetime, width: int) -> list
         one_line(letter.job_id, 40),
         one_line(letter.job_name or "-", 30),
         "-" if letter.attempts is None else str(letter.attempts),
-        age(letter.first_failed_at, now),
+        age(letter.first_failed_at or _iso(alerted), now),
         one_line(error, width),
     ]
+
+
+def _iso(epoch_s: float | None) -> str | None:
+    return None if epoch_s is None else datetime.fromtimestamp(epoch_s, tz=UTC).isoformat()
 
 
 def age(first_failed_at: str | None, now: datetime) -> str:

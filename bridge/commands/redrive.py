@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import difflib
 import getpass
 import sys
 import time
@@ -28,6 +27,8 @@ from bridge.commands.common import (
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_USAGE,
+    close_queues,
+    did_you_mean,
     open_redis,
     resolve_source,
 )
@@ -36,12 +37,11 @@ from bridge.redrive import messages
 from bridge.redrive.operation import Outcome, Redrive, default_resolver
 from bridge.settings import Settings
 from bridge.sources import refs as kind_sources
-from bridge.stores.archive import Archive, archive_key, quarantine_key
+from bridge.stores.archive import archive_key, quarantine_key
 from bridge.stores.requeue import Plan, quarantine_plan
 
 CHUNK = 500
 PROGRESS_EVERY_S = 1.0
-SUGGEST_SCAN_MAX = 10_000
 
 EPILOG = """examples:
   dlq-bridge redrive orders --dry-run          # what would move from the archive of dead_letter:orders
@@ -154,20 +154,7 @@ async def no_such_queue(client: redis.Redis, plan: Plan, match: str) -> str:
     if plan.target != plan.dlq:
         roles.append(f"the work queue {plan.target}")
     text = f"no such queue: none of {', '.join(roles[:-1])} or {roles[-1]} exists"
-    found = set(await Archive(client).archived_sources(SUGGEST_SCAN_MAX))
-    async for key in client.scan_iter(match=match, count=1000, _type="list"):
-        found.add(names.as_bytes(key).decode("utf-8", errors="replace"))
-        if len(found) >= SUGGEST_SCAN_MAX:
-            break
-    close = _close(plan.dlq, found)
-    return text + (f" (did you mean {', '.join(close)}?)" if close else "")
-
-
-def _close(dlq: str, found: set[str]) -> list[str]:
-    """The closest names, compared without the `dead_letter:` every name shares."""
-    bare = {name.removeprefix(names.DLQ_PREFIX): name for name in sorted(found)}
-    close = difflib.get_close_matches(dlq.removeprefix(names.DLQ_PREFIX), list(bare), n=3)
-    return [bare[name] for name in close]
+    return text + did_you_mean(await close_queues(client, plan.dlq, match))
 
 
 def make_plan(args: argparse.Namespace, match: str) -> Plan | str:
