@@ -154,7 +154,8 @@ def test_long_runs_print_progress_on_stderr(
     captured = capsys.readouterr()
     progress = [line for line in captured.err.splitlines() if line.startswith("redrive: ")]
     assert len(progress) >= 9 and "of ~1,000 scanned" in progress[-1]
-    assert captured.out.strip() == "redrive: moved 1,000 entries from dead_letter:orders (the DLQ) to orders, attempts reset"
+    assert captured.out.strip() == ("redrive: moved 1,000 entries from dead_letter:orders (the DLQ) to orders, "
+                                    "attempts reset")
 
 
 def test_job_ids_across_many_chunks_and_duplicates(
@@ -165,7 +166,8 @@ def test_job_ids_across_many_chunks_and_duplicates(
     monkeypatch.setattr(module, "CHUNK", 3)
     push_jobs(clean_redis, "dead_letter:orders", 10)
     clean_redis.rpush("dead_letter:orders", envelope_entry(job_id="job-5", attempts=5))  # an identical twin, oldest
-    code, out = redrive(config, capsys, "orders", "--from-dlq", "--job-id", "job-1", "--job-id", "job-5", "--job-id", "job-8")
+    code, out = redrive(config, capsys, "orders", "--from-dlq",
+                        "--job-id", "job-1", "--job-id", "job-5", "--job-id", "job-8")
     assert code == 0 and "moved 4 entries" in out
     assert job_ids(clean_redis, "orders") == ["job-8", "job-5", "job-1", "job-5"]
     assert job_ids(clean_redis, "dead_letter:orders") == [f"job-{i}" for i in (9, 7, 6, 4, 3, 2, 0)]
