@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
@@ -142,6 +142,11 @@ def _mount_console(app: FastAPI, settings: Settings) -> None:
     app.state.console_auth = auth
     app.include_router(build_api())
     app.include_router(pages_router(lambda: _console_service(app), settings.runbooks.base_url, auth))
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> RedirectResponse:
+        """The address a person types leads to the console."""
+        return RedirectResponse("/console/", status_code=307)
 
 
 def _console_service(app: FastAPI) -> ConsoleService | None:

@@ -121,9 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = HANDLERS[args.command]
     try:
         return handler(settings, args)
-    except ConfigError as exc:
+    except ConfigError as exc:  # found by the command (a kind's variable, the embedded server): the same lines
         for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
+            print(f"config error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:  # `run` stops on SIGINT gracefully (exit 0); a one-shot command did not finish
         print(f"{args.command}: interrupted", file=sys.stderr)
@@ -148,6 +148,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"run: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_START
+    log.info("listening on %s", listening_on(listener, settings.console.enabled))
     config = uvicorn.Config(
         create_app(settings),
         host=host,
@@ -173,6 +174,14 @@ def refused_eviction(settings: Settings) -> str | None:
     if settings.redis.url is None:
         return None
     return asyncio.run(refuse_eviction(settings.redis.url.get_secret_value(), settings.redis))
+
+
+def listening_on(listener: socket.socket, console: bool) -> str:
+    """Where `run` serves, as a person would type it (the real port when `--port 0` asked for any)."""
+    host, port = listener.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    paths = "/healthz, /metrics" + (", /console/" if console else "")
+    return f"http://{shown}:{port} ({paths})"
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -59,7 +59,7 @@ class EmbeddedRedis:
 
     def start(self, timeout_s: float = 10.0) -> str:
         if port_answers(self.port):
-            log.info("embedded Redis already running at %s, reusing it", self.url)
+            log.debug("embedded Redis already running at %s, reusing it", self.url)
             return self.url
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._process = subprocess.Popen(self._command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

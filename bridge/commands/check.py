@@ -31,6 +31,7 @@ from bridge.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
     MASK,
+    hold_embedded,
     mask_url,
     open_redis,
     redis_target,
@@ -43,7 +44,7 @@ from bridge.settings import CONFIG_ENV, Settings, SinkSettings, unknown_env_vari
 from bridge.sinks.sink_plugin import SinkContext
 from bridge.sinks.sink_registry import SINKS
 from bridge.sources import refs as kind_sources
-from bridge.sources.build import check_kind_prerequisites
+from bridge.sources.build import check_kind_prerequisites, kind_variable_problems
 from bridge.summarize.runbooks import RunbookCatalog
 
 OK, FAIL, SKIP, WARN = "ok", "FAIL", "skip", "warn"
@@ -84,8 +85,12 @@ def add_args(parser: argparse.ArgumentParser) -> None:
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the table says it all
-    results = asyncio.run(check_all(settings, args.timeout, config_path(args.config),
-                                    probe_chat=getattr(args, "probe", False)))
+    unset = kind_variable_problems(settings.sources)
+    if unset:  # a configuration error, as an unset variable of [redis] or of a sink is (exit 2)
+        raise ConfigError(unset)
+    with hold_embedded(settings):  # one embedded server (and one "started" line) for every probe
+        results = asyncio.run(check_all(settings, args.timeout, config_path(args.config),
+                                        probe_chat=getattr(args, "probe", False)))
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=2))
     else:

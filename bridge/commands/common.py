@@ -6,7 +6,7 @@ import contextlib
 import difflib
 import fnmatch
 import shutil
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 
 import redis.asyncio as redis
 
@@ -29,6 +29,21 @@ def redis_target(settings: Settings) -> str:
     if settings.redis.url is None:
         return f"embedded (127.0.0.1:{settings.redis.embedded_port})"
     return mask_url(settings.redis.url.get_secret_value(), keep_path=True)
+
+
+@contextlib.contextmanager
+def hold_embedded(settings: Settings) -> Iterator[None]:
+    """The embedded server (when no URL is configured) kept up around a command that opens Redis more
+    than once (`check`): it starts once, every `open_redis` inside reuses it, it stops at the end."""
+    if settings.redis.url is not None:
+        yield
+        return
+    embedded = EmbeddedRedis(settings.redis.data_dir, settings.redis.embedded_port)
+    embedded.start()
+    try:
+        yield
+    finally:
+        embedded.stop()
 
 
 @contextlib.asynccontextmanager

@@ -49,18 +49,30 @@ def check_kind_prerequisites(
 ) -> None:
     """Before `run` starts: every client library and connection variable the kind tables need, so a
     missing one is one line and exit 2, not a traceback from inside the server's start-up."""
-    environ = os.environ if environ is None else environ
-    problems: list[str] = []
+    problems = kind_variable_problems(kinds, environ, registry)
     for plugin, table in registry.configured(kinds):
-        owner = table.source_name()
         try:
-            for attr in ("redis_url_env", "url_env"):
-                name = getattr(table, attr, None)
-                if name:
-                    env_value(environ, name, owner)
             if plugin.requires is not None:
-                KindContext.needs(*plugin.requires, owner)
+                KindContext.needs(*plugin.requires, table.source_name())
         except ConfigError as exc:
             problems += exc.problems
     if problems:
         raise ConfigError(problems)
+
+
+def kind_variable_problems(
+    kinds: BaseModel, environ: Mapping[str, str] | None = None, registry: KindRegistry = KINDS
+) -> list[str]:
+    """One line per connection variable a kind table names and the environment does not set: a
+    configuration error (exit 2), as an unset variable of `[redis]` or of a sink is."""
+    environ = os.environ if environ is None else environ
+    problems: list[str] = []
+    for _plugin, table in registry.configured(kinds):
+        for attr in ("redis_url_env", "url_env"):
+            name = getattr(table, attr, None)
+            try:
+                if name:
+                    env_value(environ, name, table.source_name())
+            except ConfigError as exc:
+                problems += exc.problems
+    return problems

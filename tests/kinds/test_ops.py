@@ -45,14 +45,6 @@ def test_check_lists_each_kind_source_with_its_depth(
     assert {r["status"] for r in rows.values()} == {"ok"}
 
 
-def test_check_fails_a_kind_source_whose_url_variable_is_not_set(tmp_path: Path, redis_url: str) -> None:
-    table = '[[sources.rabbitmq]]\nurl_env = "NO_SUCH_AMQP_URL"\nqueue = "orders.dlq"\n'
-    done = cli_sync(config(tmp_path, redis_url, table), "check", "--json")
-    rows = [r for r in json.loads(done.out) if r["component"] == "source"]
-    assert rows and rows[0]["status"] == "FAIL" and "NO_SUCH_AMQP_URL" in rows[0]["detail"]
-    assert done.code == 1
-
-
 RABBIT = '[[sources.rabbitmq]]\nurl_env = "AMQP_URL"\nqueue = "orders.dlq"\n'
 
 
@@ -68,7 +60,7 @@ async def test_run_without_aio_pika_is_one_line_naming_the_kinds_extra(tmp_path:
     done = await cli(config(tmp_path, redis_url, RABBIT), "run", "--port", "0", env=without_aio_pika(tmp_path))
     assert done.code == 2
     assert done.err.strip() == (
-        "error: source rabbitmq.orders.dlq: needs the Python package aio-pika: pip install 'dlq-bridge[kinds]'"
+        "config error: source rabbitmq.orders.dlq: needs the Python package aio-pika: pip install 'dlq-bridge[kinds]'"
     )
 
 
@@ -82,7 +74,20 @@ async def test_check_without_aio_pika_names_the_kinds_extra(tmp_path: Path, redi
 def test_run_with_an_unset_url_variable_is_one_line(tmp_path: Path, redis_url: str) -> None:
     done = cli_sync(config(tmp_path, redis_url, RABBIT.replace("AMQP_URL", "NO_SUCH_AMQP_URL")), "run", "--port", "0")
     assert done.code == 2
-    assert done.err.strip() == "error: source rabbitmq.orders.dlq: environment variable NO_SUCH_AMQP_URL is not set"
+    assert done.err.strip() == ("config error: source rabbitmq.orders.dlq: environment variable NO_SUCH_AMQP_URL "
+                                "is not set")
+
+
+@pytest.mark.parametrize("table", ["rabbitmq", "sidekiq"])
+def test_check_with_an_unset_url_variable_is_a_config_error_as_for_redis_and_sinks(
+    tmp_path: Path, redis_url: str, table: str
+) -> None:
+    text = RABBIT.replace("AMQP_URL", "NO_SUCH_URL") if table == "rabbitmq" else \
+        SIDEKIQ + 'redis_url_env = "NO_SUCH_URL"\n'
+    done = cli_sync(config(tmp_path, redis_url, text), "check")
+    assert done.code == 2, "the same error class, the same exit code: an unset variable is a config error"
+    assert done.err.startswith("config error: source ") and "environment variable NO_SUCH_URL is not set" in done.err
+    assert done.out == ""
 
 
 def test_peek_points_to_the_job_systems_own_ui(tmp_path: Path, redis_url: str, clean_redis: redis.Redis) -> None:
