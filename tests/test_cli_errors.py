@@ -151,3 +151,17 @@ def test_the_readme_console_snippet_with_its_variable_unset_stops_only_what_serv
         "(or DLQ_BRIDGE_CONSOLE_TOKEN_FILE) is not set"]
     disabled = write_config(tmp_path / "d.toml", redis_url, console={"token_env": "DLQ_BRIDGE_CONSOLE_TOKEN"})
     assert cli("--config", str(disabled), "check").stderr.count("config error") == 0, "no console, no token"
+
+
+def test_with_redis_unreachable_every_command_names_the_address_and_exits_1(tmp_path: Path) -> None:
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))
+    address = f"127.0.0.1:{port.getsockname()[1]}"  # bound, never listening: refused
+    config = write_config(tmp_path / "b.toml", f"redis://{address}/0")
+    try:
+        for args in (["peek"], ["redrive", "orders"], ["undeliverable", "list"]):
+            proc = cli("--config", str(config), *args)
+            assert proc.returncode == 1, (args, proc.stderr)
+            assert proc.stderr.startswith(f"{args[0]}: Redis error at redis://{address}/0: "), (args, proc.stderr)
+    finally:
+        port.close()

@@ -31,6 +31,15 @@ def redis_target(settings: Settings) -> str:
     return mask_url(settings.redis.url.get_secret_value(), keep_path=True)
 
 
+def redis_error(command: str, settings: Settings, exc: BaseException) -> str:
+    """The one line every command prints when the bridge's Redis fails: which Redis, and what it said
+    (the URL's password masked)."""
+    text = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+    if settings.redis.url is not None:
+        text = text.replace(settings.redis.url.get_secret_value(), redis_target(settings))
+    return f"{command}: Redis error at {redis_target(settings)}: {text}"
+
+
 @contextlib.contextmanager
 def hold_embedded(settings: Settings) -> Iterator[None]:
     """The embedded server (when no URL is configured) kept up around a command that opens Redis more

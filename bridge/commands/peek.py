@@ -25,6 +25,7 @@ from bridge.commands.common import (
     did_you_mean,
     one_line,
     open_redis,
+    redis_error,
     render_table,
     resolve_source,
     terminal_width,
@@ -97,7 +98,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_run(settings, args))
     except redis.RedisError as exc:
-        print(f"peek: Redis error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(redis_error("peek", settings, exc), file=sys.stderr)
         return EXIT_FAILED
 
 

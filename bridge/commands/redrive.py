@@ -30,6 +30,7 @@ from bridge.commands.common import (
     close_queues,
     did_you_mean,
     open_redis,
+    redis_error,
     resolve_source,
 )
 from bridge.core import names
@@ -101,15 +102,14 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_FAILED
     except redis.RedisError as exc:
-        print(f"redrive: Redis error: {_explain(exc)}", file=sys.stderr)
+        print(redis_error("redrive", settings, exc) + _explain(exc), file=sys.stderr)
         return EXIT_FAILED
 
 
 def _explain(exc: redis.RedisError) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    if "CROSSSLOT" in text:
-        text += " (on Redis Cluster the DLQ and the work queue need a common {hash tag})"
-    return text
+    if "CROSSSLOT" in str(exc):
+        return " (on Redis Cluster the DLQ and the work queue need a common {hash tag})"
+    return ""
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from bridge.commands.common import (
     no_such_sink,
     one_line,
     open_redis,
+    redis_error,
     render_table,
 )
 from bridge.core.health import Health
@@ -62,7 +63,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
             return asyncio.run(retry(settings, args.sink, args.limit, args.attempts, sys.stdout))
         return asyncio.run(list_records(settings, args.sink, args.limit, sys.stdout))
     except redis.RedisError as exc:
-        print(f"undeliverable: Redis error: {type(exc).__name__}", file=sys.stderr)
+        print(redis_error("undeliverable", settings, exc), file=sys.stderr)
         return EXIT_FAILED
 
 
