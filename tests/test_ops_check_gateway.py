@@ -96,7 +96,7 @@ async def test_probe_timeout_fails(make_settings: Callable[..., Settings]) -> No
     router.get(f"{GW}/v1/models").respond(200, json=LISTED)
     router.post(f"{GW}/v1/chat/completions").mock(side_effect=httpx.ReadTimeout("slow"))
     result = await run_check(make_settings, router, probe=True)
-    assert result.status == "FAIL" and "timed out" in result.detail
+    assert result.status == "FAIL" and "probe call: timeout (ReadTimeout)" in result.detail
 
 
 async def test_unreachable_gateway_fails(make_settings: Callable[..., Settings]) -> None:

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import httpx
 import redis.asyncio as redis
 
+from bridge.clients.net_errors import describe_transport_error
 from bridge.clients.redis_client import as_cluster
 from bridge.clients.redis_client import probe as redis_problem
 from bridge.commands.check_memory import check_redis_memory
@@ -277,9 +278,7 @@ async def probe(http: httpx.AsyncClient, method: str, url: str) -> tuple[str, st
     started = time.perf_counter()
     try:
         response = await http.request(method, url)
-    except httpx.TimeoutException:
-        return FAIL, f"timed out after {time.perf_counter() - started:.1f} s"
-    except httpx.HTTPError as exc:
-        return FAIL, f"{type(exc).__name__}: {str(exc)[:120] or 'connection failed'}"
+    except (httpx.HTTPError, OSError) as exc:  # told apart as the delivery log and the console tell it
+        return FAIL, f"{describe_transport_error(exc)} after {time.perf_counter() - started:.1f} s"
     took = (time.perf_counter() - started) * 1000
     return OK, f"reachable (HTTP {response.status_code} in {took:.0f} ms)"

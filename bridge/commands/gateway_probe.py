@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from bridge.clients.net_errors import describe_transport_error
 from bridge.settings import OpenClawSettings
 from bridge.summarize.openclaw import CHAT_PATH, MODELS_PATH, gateway_headers
 
@@ -64,10 +65,8 @@ async def probe_models(http: httpx.AsyncClient, oc: OpenClawSettings) -> tuple[s
     started = time.perf_counter()
     try:
         response = await http.get(oc.url + MODELS_PATH, headers=gateway_headers(oc))
-    except httpx.TimeoutException:
-        return FAIL, f"GET {MODELS_PATH} timed out after {time.perf_counter() - started:.1f} s"
-    except httpx.HTTPError as exc:
-        return FAIL, f"{type(exc).__name__}: {str(exc)[:120] or 'connection failed'}"
+    except (httpx.HTTPError, OSError) as exc:
+        return FAIL, f"GET {MODELS_PATH}: {describe_transport_error(exc)} after {time.perf_counter() - started:.1f} s"
     if not response.is_success:
         return FAIL, status_reason(response, MODELS_PATH)
     wanted = f"openclaw/{oc.agent}"
@@ -87,10 +86,8 @@ async def probe_chat(http: httpx.AsyncClient, oc: OpenClawSettings, timeout_s: f
     try:
         response = await http.post(oc.url + CHAT_PATH, json=body, headers=gateway_headers(oc),
                                    timeout=timeout_s)
-    except httpx.TimeoutException:
-        return FAIL, f"probe call timed out after {time.perf_counter() - started:.1f} s"
-    except httpx.HTTPError as exc:
-        return FAIL, f"probe call failed ({type(exc).__name__})"
+    except (httpx.HTTPError, OSError) as exc:
+        return FAIL, f"probe call: {describe_transport_error(exc)} after {time.perf_counter() - started:.1f} s"
     if not response.is_success:
         return FAIL, "probe call: " + status_reason(response, CHAT_PATH)
     took = time.perf_counter() - started

@@ -40,8 +40,8 @@ class SummaryError(BridgeError):
 class SinkError(BridgeError):
     """A delivery attempt to a sink failed.
 
-    `detail` is the secret-free what-happened (`HTTP 400: bad payload`,
-    `ConnectError (no response)`); `status` the HTTP status when there was a
+    `detail` is the secret-free what-happened (`HTTP 400: bad payload`, `connection refused
+    (ConnectionRefusedError)`: bridge.clients.net_errors); `status` the HTTP status when there was a
     response. `str(exc)` is `sink <name>: <detail>`.
     """
 

@@ -3,7 +3,8 @@
 Retryable: 408, 425, 429, 5xx, timeouts and connection errors. Everything
 else that is not 2xx is permanent (400, 401, 403, 404, 410, 3xx, ...).
 Messages name the sink and the status, never the URL or a key: transport
-errors are described by their class name only, and any response snippet has
+errors are described by what went wrong and a class name only (`connection refused
+(ConnectionRefusedError)`, bridge.clients.net_errors), and any response snippet has
 the sink's secrets scrubbed out.
 """
 
@@ -17,6 +18,7 @@ from urllib.parse import quote, quote_plus, urlsplit
 import httpx
 
 from bridge.clients.http import parse_retry_after
+from bridge.clients.net_errors import describe_transport_error
 from bridge.core.errors import SinkError, SinkPermanent, SinkRetryable
 from bridge.core.untrusted import escape_controls
 from bridge.intake.redact import redact_text
@@ -93,13 +95,12 @@ _RETRYABLE_TRANSPORT = (
 
 
 def transport_error(sink: str, exc: Exception, key: str) -> SinkError:
-    """The sink error for an exception raised while sending (class names only, no URL)."""
-    name = type(exc).__name__
-    if exc.__cause__ is not None:  # e.g. the aiohttp error a transport mapped to httpx's
-        name += f"/{type(exc.__cause__).__name__}"
+    """The sink error for an exception raised while sending: what went wrong, told apart (refused, reset,
+    DNS, TLS, timeout: bridge.clients.net_errors), and the class that says so; never a URL."""
+    detail = describe_transport_error(exc)
     if isinstance(exc, _RETRYABLE_TRANSPORT):
-        return SinkRetryable(sink, f"{name} (no response)", idempotency_key=key)
-    return SinkPermanent(sink, name, idempotency_key=key)
+        return SinkRetryable(sink, detail, idempotency_key=key)
+    return SinkPermanent(sink, detail, idempotency_key=key)
 
 
 async def post(

@@ -22,6 +22,7 @@ import httpx
 import orjson
 
 from bridge.clients.http import parse_retry_after
+from bridge.clients.net_errors import describe_transport_error
 from bridge.core.errors import SummaryError
 from bridge.core.metrics import Metrics
 from bridge.core.models import Severity
@@ -130,12 +131,12 @@ class GatewayClient:
                 content = orjson.dumps(self.body(messages))
                 response = await self._http.post(self.url, content=content, headers=self._headers, timeout=timeout)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            # httpx-aiohttp reports a refused connection as ConnectTimeout: both are "unreachable"
-            raise SummaryError("error", f"gateway unreachable ({type(exc).__name__})") from None
+            # httpx-aiohttp reports a refused connection as ConnectTimeout: the label reads the cause
+            raise SummaryError("error", f"gateway unreachable: {describe_transport_error(exc)}") from None
         except (TimeoutError, httpx.TimeoutException):
             raise SummaryError("timeout", f"gateway did not answer within {timeout:g}s") from None
         except httpx.HTTPError as exc:
-            raise SummaryError("error", f"gateway call failed ({type(exc).__name__})") from None
+            raise SummaryError("error", f"gateway call failed: {describe_transport_error(exc)}") from None
         if response.status_code == 429:
             raise GatewayBusy(parse_retry_after(response.headers.get("Retry-After")))
         if not response.is_success:

@@ -28,6 +28,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
+from bridge.clients.net_errors import describe_transport_error
 from bridge.core.errors import SummaryError
 from bridge.core.health import Health, Status
 from bridge.core.metrics import Metrics
@@ -195,7 +196,7 @@ class OpenClawSummarizer:
         except SummaryError:
             raise
         except Exception as exc:  # a transport may raise its own errors
-            raise SummaryError("error", f"gateway call failed ({type(exc).__name__})") from None
+            raise SummaryError("error", f"gateway call failed: {describe_transport_error(exc)}") from None
         return salvage_reply(content_of(response), self._runbook_ids, defaults, runbook_base=self._runbook_base)
 
     async def _failed(self, exc: SummaryError, admission: Admission) -> None:

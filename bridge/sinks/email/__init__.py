@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import Field, SecretStr, model_validator
 
+from bridge.clients.net_errors import describe_transport_error
 from bridge.config.secrets import OptionalSecret, secret_env, secret_file
 from bridge.core.errors import SinkError, SinkPermanent, SinkRetryable
 from bridge.core.models import Alert, Notification
@@ -101,7 +102,7 @@ def smtp_error(sink: str, exc: Exception, key: str, secrets: Sequence[str]) -> S
         retry = 400 <= exc.code < 500
         return (SinkRetryable if retry else SinkPermanent)(sink, detail, idempotency_key=key)
     if isinstance(exc, _dropped()):
-        return SinkRetryable(sink, f"{type(exc).__name__} (no reply)", idempotency_key=key)
+        return SinkRetryable(sink, describe_transport_error(exc), idempotency_key=key)
     said = snippet_of(str(exc), secrets)  # e.g. "SMTP STARTTLS extension not supported by server."
     return SinkPermanent(sink, type(exc).__name__ + (f": {said}" if said else ""), idempotency_key=key)
 
