@@ -34,6 +34,7 @@ from bridge.config.env import (
     env_overrides,
     unknown_variables,
 )
+from bridge.config.problems import format_validation_error
 from bridge.config.redis import RedisSettings, ServerSettings, default_consumer_id
 from bridge.config.secrets import OneOf, resolve_secrets
 from bridge.config.section import NAME_RE, check_http_url
@@ -170,7 +171,7 @@ def load_settings(
     try:
         settings = Settings(**data)
     except ValidationError as exc:
-        problems += format_validation_error(exc)
+        problems += format_validation_error(exc, data, Settings)
     else:
         if not (serves_console and settings.console.enabled):
             problems = [p for p in problems if not p.startswith(CONSOLE_SECRETS)]
@@ -204,15 +205,3 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError([f"config file {path} is not valid TOML: {exc}"]) from None
 
 
-def format_validation_error(exc: ValidationError) -> list[str]:
-    """One readable line per problem, without echoing input values."""
-    problems = []
-    for err in exc.errors(include_input=False, include_url=False):
-        where = ".".join(str(p) for p in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        elif err["type"] == "missing":
-            msg = "required key is missing"
-        problems.append(f"{where}: {msg}" if where else msg)
-    return problems

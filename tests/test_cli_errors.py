@@ -61,7 +61,7 @@ def test_a_redis_url_with_a_bad_port_is_one_line_exit_2(tmp_path: Path, command:
     path.write_text('[redis]\nurl = "redis://:hunter2@127.0.0.1:70000/0"\n')
     proc = cli("--config", str(path), command)
     assert proc.returncode == 2
-    assert proc.stderr.splitlines() == ["config error: redis: redis.url has a bad port (a number from 1 to 65535)"]
+    assert proc.stderr.splitlines() == ["config error: redis.url has a bad port (a number from 1 to 65535)"]
     assert "hunter2" not in proc.stderr + proc.stdout
 
 

@@ -121,7 +121,7 @@ events_url = "ftp://x"
     assert len(problems) == len(set(problems)), f"a problem reported twice: {problems}"
     # each planted mistake is reported exactly once
     assert sum(p.startswith("server.port:") for p in problems) == 1
-    assert problems.count("redis.urll: unknown key") == 1
+    assert problems.count("redis.urll: unknown key (did you mean url?)") == 1
     assert sum("openclaw.url" in p for p in problems) == 1
     assert sum("MISSING_SLACK_URL" in p and "not set" in p for p in problems) == 1
     assert sum("events_url" in p for p in problems) == 1
@@ -190,7 +190,7 @@ def test_a_required_secret_needs_one_of_its_three_sources(tmp_path: Path) -> Non
     path = write(tmp_path, '[[sinks]]\nname = "hook"\ntype = "webhook"\nurl = "https://x.test/in"\n')
     with pytest.raises(ConfigError) as info:
         load_settings(path, {})
-    assert info.value.problems == ["sinks.0: sink hook: set one of secret, secret_env or secret_file"]
+    assert info.value.problems == ['sinks["hook"]: set one of secret, secret_env or secret_file']
 
 
 def test_secret_file_and_env_file_problems_name_the_key(tmp_path: Path) -> None:
@@ -204,8 +204,8 @@ def test_secret_file_and_env_file_problems_name_the_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_settings(path, {"S_URL_FILE": str(tmp_path / "nope")})
     assert info.value.problems == [
-        f"sinks.0.routing_key_file: {empty} is empty",
-        f"sinks.1.url_env ({'S_URL'}_FILE): {tmp_path / 'nope'} cannot be read (No such file or directory)",
+        f'sinks["pd"].routing_key_file: {empty} is empty',
+        f'sinks["s"].url_env (S_URL_FILE): {tmp_path / "nope"} cannot be read (No such file or directory)',
     ]
 
 
@@ -228,7 +228,7 @@ def test_non_utf8_config_is_one_clear_line(tmp_path: Path) -> None:
 def test_redis_url_with_a_bad_port_is_one_clear_line(tmp_path: Path, url: str) -> None:
     with pytest.raises(ConfigError) as info:
         load_settings(write(tmp_path, f'[redis]\nurl = "{url}"\n'), {})
-    assert info.value.problems == ["redis: redis.url has a bad port (a number from 1 to 65535)"]
+    assert info.value.problems == ["redis.url has a bad port (a number from 1 to 65535)"], "no prefix said twice"
     assert "pw" not in str(info.value)
 
 
@@ -253,3 +253,21 @@ def test_unknown_dlq_bridge_variables_are_named_with_the_closest_setting() -> No
         " (did you mean DLQ_BRIDGE_SERVER__PORT?)",
         "environment variable DLQ_BRIDGE_WHATEVER matches no setting and is ignored",
     ]
+
+
+def test_config_errors_name_tables_by_their_name_and_suggest_the_closest_key(tmp_path: Path) -> None:
+    """Issue 34: an unknown key in the file gets a "did you mean" (as an unknown variable does), a sink or
+    a source is named by its `name`, and no line says its prefix twice."""
+    path = write(tmp_path, '[server]\nprot = 8080\n[sources]\narchiv_max = 5\n'
+                           '[[sinks]]\nname = "pd"\ntype = "pagerduty"\nrouting_key = "k"\nrouting_key_envv = "X"\n'
+                           '[[sinks]]\nname = "hook"\ntype = "webhook"\nurl_env = "NOPE_URL"\nsecret = "x"\n'
+                           '[[sources.sidekiq]]\nname = "sk"\nnamespce = "x"\n')
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, {})
+    assert sorted(info.value.problems) == sorted([
+        "server.prot: unknown key (did you mean port?)",
+        "sources.archiv_max: unknown key (did you mean archive_max?)",
+        'sinks["pd"].routing_key_envv: unknown key (did you mean routing_key_env?)',
+        'sinks["hook"].url_env: environment variable NOPE_URL (or NOPE_URL_FILE) is not set',
+        'sources.sidekiq["sk"].namespce: unknown key (did you mean namespace?)',
+    ])

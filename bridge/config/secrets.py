@@ -16,6 +16,7 @@ See docs/design.md, section 6.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -88,20 +89,26 @@ def resolve_secrets(
 
 
 def _resolve_nested(annotation: Any, value: Any, env: Mapping[str, str], where: str) -> tuple[Any, list[str]]:
-    models = _models_in(annotation)
+    models = models_in(annotation)
     if not models:
         return value, []
     if isinstance(value, Mapping):
-        model = _pick(models, value)
+        model = pick_model(models, value)
         return resolve_secrets(model, value, env, f"{where}.") if model else (value, [])
     if isinstance(value, list):
         items, problems = [], []
         for index, item in enumerate(value):
-            resolved, found = _resolve_nested(annotation, item, env, f"{where}.{index}")
+            resolved, found = _resolve_nested(annotation, item, env, _item_where(where, index, item))
             items.append(resolved)
             problems.extend(found)
         return items, problems
     return value, []
+
+
+def _item_where(where: str, index: int, item: Any) -> str:
+    """`sinks["pd"]` for a list item named pd (a person knows their tables by name), else `sinks.0`."""
+    name = item.get("name") if isinstance(item, Mapping) else None
+    return f"{where}[{json.dumps(name, ensure_ascii=False)}]" if isinstance(name, str) and name else f"{where}.{index}"
 
 
 class OneOf:
@@ -112,7 +119,7 @@ class OneOf:
         self.models = models
 
 
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
+def models_in(annotation: Any) -> list[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     if get_origin(annotation) is Annotated:
@@ -121,11 +128,11 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
                 return meta.models()
     found: list[type[BaseModel]] = []
     for arg in get_args(annotation):
-        found.extend(_models_in(arg))
+        found.extend(models_in(arg))
     return found
 
 
-def _pick(models: list[type[BaseModel]], value: Mapping[str, Any]) -> type[BaseModel] | None:
+def pick_model(models: list[type[BaseModel]], value: Mapping[str, Any]) -> type[BaseModel] | None:
     """The model for `value`: the only one, or the one whose `type` literal matches."""
     if len(models) == 1:
         return models[0]
