@@ -139,3 +139,15 @@ async def test_console_card_shows_the_last_error_once_beside_the_cause() -> None
     await ConsoleSink(stream=card, color=False).send(Alert(dead_letter=dl, summary=summary))
     assert card.getvalue().count("warehouse API timed out after 30s") == 1
     assert "│ error      TimeoutError: warehouse API timed out after 30s" in card.getvalue()
+
+
+async def test_a_newcomers_card_says_no_gateway_is_configured_and_steps_name_the_real_queue_and_job() -> None:
+    """Issue 34: not `(disabled)`, `<queue>` or `<id>`: a command on the card can be pasted as it is."""
+    dl = normalize(envelope_entry(job_id="pay 1", last_error="RecordNotFound: no such record 7"), "dead_letter:orders")
+    summary = await summarizer().summarize(dl)
+    card = io.StringIO()
+    await ConsoleSink(stream=card, color=False).send(Alert(dead_letter=dl, summary=summary))
+    text = card.getvalue()
+    assert "│ summary    fallback (no gateway configured)" in text and "(disabled)" not in text
+    assert "<queue>" not in text and "<id>" not in text
+    assert "dlq-bridge redrive orders --job-id 'pay 1'" in text, text

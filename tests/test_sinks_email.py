@@ -54,7 +54,7 @@ async def test_a_mail_arrives_over_starttls_with_auth_and_both_parts(box: Mailbo
         for fact in ("orders", "job-7", "The warehouse API timed out.", "Redrive the job", "TimeoutError"):
             assert fact in facts, fact
     assert '<a href="https://runbooks.example/t">timeouts</a>' in html
-    assert "Attempts: 3" in text and "Summary: static fallback (disabled)" in text
+    assert "Attempts: 3" in text and "Summary: static fallback (no gateway configured)" in text
 
 
 async def test_message_id_comes_from_the_idempotency_key_so_a_resend_is_recognisable(box: Mailbox) -> None:

@@ -61,7 +61,7 @@ def test_card_has_the_incident_facts() -> None:
     for fact in ("ship_order failed on orders", "ERROR", "orders", "ship_order", "job-1", "*Attempts*\n3",
                  "corr-1", "2026-11-30T00:00:00+00:00", "The warehouse API timed out.",
                  "1. Check the warehouse API status", "2. Redrive the job",
-                 "<https://runbooks.example/timeouts.md|timeouts>", "static fallback (disabled)"):
+                 "<https://runbooks.example/timeouts.md|timeouts>", "static fallback (no gateway configured)"):
         assert fact in flat, fact
     assert "TEST" not in flat
 

@@ -82,7 +82,7 @@ def test_an_alert_card_is_valid_and_carries_the_slack_cards_facts() -> None:
     shown = texts(content)
     for fact in ("ship_order failed on orders", "Severity: ", "ERROR", "Queue: ", "orders", "ship_order (id job-7)",
                  "Attempts: ", "3", "The warehouse API timed out.", "1. ", "Check the warehouse API status",
-                 "TimeoutError: warehouse API timed out after 30s", "Summary: static fallback (disabled)"):
+                 "TimeoutError: warehouse API timed out after 30s", "Summary: static fallback (no gateway configured)"):
         assert fact in shown, fact
     [action] = content["actions"]
     assert action == {"type": "Action.OpenUrl", "title": "Runbook: timeouts", "url": RUNBOOK}

@@ -95,6 +95,21 @@ class Summary(SummaryDraft):
     def draft(self) -> SummaryDraft:
         return SummaryDraft.model_validate(self.model_dump(include=set(SummaryDraft.model_fields)))
 
+    @property
+    def fallback_text(self) -> str:
+        """Why the static fallback wrote it, for a person (`fallback_reason` stays the machine's value:
+        the metrics label and the webhook field)."""
+        reason = self.fallback_reason or ""
+        return FALLBACK_WORDS.get(reason, reason[:100])
+
+
+FALLBACK_WORDS = {
+    "disabled": "no gateway configured",
+    "timeout": "the gateway did not answer in time",
+    "budget": "the gateway's calls-per-minute budget was spent",
+    "circuit_open": "the gateway failed repeatedly; calls paused for breaker_cooldown_s",
+}
+
 
 class Alert(BaseModel):
     """What every sink renders: the envelope, its summary, and routing facts.

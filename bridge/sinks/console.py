@@ -28,7 +28,7 @@ def render_card(alert: Alert, *, color: bool = False) -> str:
         severity += f"  (assessed {summary.severity.value})"
     source = summary.source.value
     if summary.fallback_reason:
-        source += f" ({summary.fallback_reason})"
+        source += f" ({summary.fallback_text})"
     lines = [
         f"┌─ dlq-bridge alert{' [TEST]' if alert.is_test else ''} " + "─" * 40,
         f"│ {summary.title}",

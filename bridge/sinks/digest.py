@@ -181,4 +181,4 @@ def summary_source(alert: Alert) -> str:
     """`Summary: OpenClaw (cached)`, `Summary: static fallback (timeout)`: who wrote the summary."""
     summary = alert.summary
     text = f"Summary: {SOURCE_NAMES.get(summary.source.value, summary.source.value)}"
-    return text + (f" ({summary.fallback_reason[:100]})" if summary.fallback_reason else "")
+    return text + (f" ({summary.fallback_text})" if summary.fallback_reason else "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from functools import cached_property
 
@@ -82,6 +83,16 @@ class LazyDefaults:
         return self._made.next_steps
 
 
+def with_names(step: str, dl: DeadLetter) -> str:
+    """A runbook step with its `<queue>` and `<id>` filled in from this entry, so a command can be pasted
+    (quoted for a shell; a placeholder whose value is unknown stays)."""
+    if dl.queue:
+        step = step.replace("<queue>", shlex.quote(dl.queue[:100]))
+    if dl.job_id:
+        step = step.replace("<id>", shlex.quote(dl.job_id[:100]))
+    return step
+
+
 class FallbackSummarizer:
     """Summaries without a model: title, cause, steps and hint from the runbooks."""
 
@@ -95,7 +106,7 @@ class FallbackSummarizer:
 
     def build(self, dl: DeadLetter, reason: str) -> Summary:
         runbook = self._runbooks.match(dl)
-        steps = [_cut(s, 200) for s in runbook.next_steps] if runbook else list(_GENERIC_STEPS)
+        steps = [_cut(with_names(s, dl), 200) for s in runbook.next_steps] if runbook else list(_GENERIC_STEPS)
         return Summary(
             title=fallback_title(dl),
             severity=self._severity_for(dl.queue),
