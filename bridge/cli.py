@@ -15,7 +15,16 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bridge.commands import check, console_token, peek, redrive, send_test, summarize, undeliverable
+from bridge.commands import (
+    check,
+    config_reference,
+    console_token,
+    peek,
+    redrive,
+    send_test,
+    summarize,
+    undeliverable,
+)
 from bridge.core.errors import ConfigError
 from bridge.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_START, EXIT_USAGE, exit_codes_help
 from bridge.core.untrusted import SafeFormatter
@@ -97,6 +106,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "undeliverable": ("list or retry deliveries that exhausted their retries",
                       undeliverable.add_args),
     "console-token": ("make a console role token and print the hash to configure", console_token.add_args),
+    "config-reference": ("print (or check, or write into README.md) the configuration reference",
+                         config_reference.add_args),
 }
 
 
@@ -225,4 +236,5 @@ HANDLERS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
     "send-test": send_test.run,
     "undeliverable": undeliverable.run,
     "console-token": console_token.run,
+    "config-reference": config_reference.run,
 }

@@ -72,3 +72,10 @@ def test_missing_markers_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert ref.main(["--write", str(doc)]) == 2
     assert doc.read_text() == "no markers\n"
     assert "markers" in capsys.readouterr().err
+
+
+def test_the_config_reference_command_checks_the_readme() -> None:
+    """`dlq-bridge config-reference --check README.md`: what CI and a person run to keep it true."""
+    done = subprocess.run([sys.executable, "-m", "bridge", "config-reference", "--check", "README.md"],
+                          cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

@@ -166,12 +166,30 @@ def between_markers(text: str) -> str | None:
     return text[start + len(START) : end].strip("\n") + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_args(parser: argparse.ArgumentParser) -> None:
+    """`dlq-bridge config-reference [--check FILE | --write FILE]` (and `python -m` of this module)."""
+    parser.epilog = """examples:
+  dlq-bridge config-reference                    # the Markdown table, from the settings models
+  dlq-bridge config-reference --check README.md  # exit 1 when README.md's table is stale
+  dlq-bridge config-reference --write README.md  # replace the table between its markers
+
+exit codes: 0 ok, 1 the file's reference is stale, 2 the file has no markers"""
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--check", type=Path, metavar="FILE", help="exit 1 when FILE's reference is stale")
     group.add_argument("--write", type=Path, metavar="FILE", help="replace the reference in FILE")
-    args = parser.parse_args(argv)
+
+
+def run(_settings: object, args: argparse.Namespace) -> int:
+    return _run(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_args(parser)
+    return _run(parser.parse_args(argv))
+
+
+def _run(args: argparse.Namespace) -> int:
     text = reference()
     if args.check is None and args.write is None:
         sys.stdout.write(text)

@@ -253,8 +253,8 @@ class PagerDutySinkSettings(SinkSettingsBase):
         description=(
             "Send `event_action: resolve` with the trigger's dedup_key when an alerted job is retried or "
             "deleted by hand: it left a Sidekiq dead set, BullMQ failed set or RQ failed registry without "
-            "being trimmed (docs/sources.md), or the console redrove it. On a grouped sink the group's incident "
-            "is resolved once every job of the group has left"
+            "being trimmed (docs/sources.md), or it was redriven (`dlq-bridge redrive` or the console). On a "
+            "grouped sink the group's incident is resolved once every job of the group has left"
         ),
     )
 
