@@ -200,5 +200,7 @@ def test_peek_groups_shows_each_open_group_with_its_jobs(
     assert code == 0 and len(views) == 1
     assert views[0]["sink"] == "ops-slack" and views[0]["count"] == 3 and views[0]["notified"] == 0
     assert views[0]["sample_keys"] == ["orders:storm-0", "orders:storm-1", "orders:storm-2"]
+    assert views[0]["title"] == "t", "the title the console shows"
     assert main(["--config", str(config), "peek", "--groups"]) == 0
-    assert "ops-slack" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert "ops-slack" in table and table.splitlines()[0].split()[:3] == ["sink", "title", "group"]

@@ -122,10 +122,13 @@ async def print_groups(client: redis.Redis, settings: Settings, *, as_json: bool
     """Every open group of every grouped sink: jobs in all, jobs notified, first/last seen, samples."""
     from bridge.console.fleet import group_summaries  # the titles, as the console shows them
 
+    grouped = [sink for sink in settings.effective_sinks() if sink.group_by != "none"]
+    if not grouped:
+        print("no grouped sink configured: every sink sends one notification per job (group_by = \"none\")")
+        return EXIT_OK
     views = []
-    for sink in settings.effective_sinks():
-        if sink.group_by != "none":
-            views.extend(await Grouper(client, sink).views())
+    for sink in grouped:
+        views.extend(await Grouper(client, sink).views())
     titles = {(g.sink, g.group_key): g.title for g in await group_summaries(client, settings.effective_sinks())}
     if as_json:
         for view in views:
