@@ -36,6 +36,7 @@ from tests.sinks.runtime_contract import RuntimeContract
 from tests.sinks.test_sink_contract import HttpSinkContract
 from tests.support.alertmanager import alertmanager
 from tests.support.http_server import serve
+from tests.support.ops import cli
 from tests.support.peers import INSTALL_HINT
 from tests.support.receiver import Receiver, make_alert
 
@@ -262,6 +263,24 @@ async def test_a_console_redrive_through_the_runtime_resolves_the_alert_and_the_
     assert done.json()["ok"] is True and "resolves queued for am" in done.json()["message"]
     [gone] = peer.alerts("resolved")
     assert gone["labels"]["job_id"] == "o1" and gone["labels"]["queue"] == "orders"
+
+
+async def test_a_shell_redrive_resolves_the_alert_as_the_console_does(
+    peer: Peer, make_settings: Callable[..., Settings], aredis: aioredis.Redis, tmp_path: Path
+) -> None:
+    """Issue 34: `dlq-bridge redrive` on a running bridge closes the Alertmanager alert too."""
+    settings = make_settings(delivery={"base_delay_s": 0.01, "max_delay_s": 0.05, "request_timeout_s": 5.0},
+                             sinks=[{"name": "am", "type": "alertmanager", "url": peer.am}])
+    await aredis.lpush("dead_letter:orders", envelope_entry(job_id="o1"))
+    async with open_runtime(settings) as runtime:
+        await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 30)
+        await peer.until(lambda: bool(peer.alerts()))
+        done = await cli(tmp_path / "bridge.toml", "redrive", "orders", "--job-id", "o1")
+        await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 30)
+        await peer.until(lambda: bool(peer.alerts("resolved")))
+    assert done.code == 0 and done.out.endswith("; resolves queued for am\n"), done
+    [gone] = peer.alerts("resolved")
+    assert gone["labels"]["job_id"] == "o1"
 
 
 def test_the_route_snippet_in_docs_sinks_md_is_a_valid_alertmanager_config(tmp_path: Path) -> None:
