@@ -108,6 +108,7 @@ def test_empty_and_wrong_type(clean_redis: redis.Redis, config: Path, capsys: py
     clean_redis.lpush(keys.alerted("dead_letter:drained"), envelope_entry(job_id="old-1"))
     code, out = peek(config, capsys, "drained")
     assert code == 0 and "dead_letter:drained: no entries" in out, "drained, not unknown"
+    assert "1 entry alerted and archived: --archive lists them" in out
     code, out = peek(config, capsys, "drainde")
     assert code == 4, "the README's table: 4 for a queue that does not exist"
     assert out == ("peek: no such queue: none of dead_letter:drainde, its archive or its quarantine list exists "

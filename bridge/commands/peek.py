@@ -25,6 +25,7 @@ from bridge.commands.common import (
     did_you_mean,
     one_line,
     open_redis,
+    plural,
     redis_error,
     render_table,
     resolve_source,
@@ -203,6 +204,8 @@ async def _list(client: redis.Redis, settings: Settings, args: argparse.Namespac
         return EXIT_OK
     alerted = await alerted_at(client, source, letters) if args.archive else {}
     print_entries(key, letters, args.offset, total, alerted)
+    if not letters and not args.archive and (archived := int(await client.llen(archive_key(source)))):
+        print(f"{plural(archived, 'entry', 'entries')} alerted and archived: --archive lists them")
     return EXIT_OK
 
 
