@@ -73,10 +73,10 @@ def transport_label(exc: BaseException) -> str:
 def _classify(exc: BaseException) -> tuple[str, BaseException]:
     """(label, the exception in the chain that says so)."""
     found = list(chain(exc))
-    for item in found:
-        label = _specific(item)
-        if label is not None:
-            return label, item
+    specific = [(label, item) for item in found if (label := _specific(item)) is not None]
+    if specific:  # the deepest saying the first label: the socket's own error, whatever the transport wrapped
+        label = specific[0][0]
+        return label, [item for said, item in specific if said == label][-1]
     for names, label in ((_TIMEOUT_NAMES, TIMEOUT), (_CONNECT_NAMES, CONNECT), (_RESET_NAMES, RESET)):
         for item in found:
             if type(item).__name__ in names or (label == TIMEOUT and isinstance(item, TimeoutError)):
