@@ -24,9 +24,9 @@ def line(outcome: Outcome, depths: dict[Origin, int] | None = None) -> str:
     missing = outcome.missing_ids
     if outcome.moved == 0 and missing:
         return f"redrive: no entry of {_read(outcome)} has job id {', '.join(missing)} " \
-               f"({count(outcome.scanned)} scanned){hint}"
+               f"({count(outcome.scanned)} scanned){hint}{_staged(outcome)}"
     if outcome.moved == 0 and outcome.matched == 0:
-        return f"redrive: nothing to move: {_read(outcome)} is empty{hint}"
+        return f"redrive: nothing to move: {_read(outcome)} is empty{hint}{_staged(outcome)}"
     text = moved(outcome)
     if missing:
         text += f"; no entry has job id {', '.join(missing)}"
@@ -41,9 +41,13 @@ def moved(outcome: Outcome) -> str:
         text += f" ({outcome.vanished} gone meanwhile: claimed or redriven by someone else)"
     if outcome.resolved:
         text += f"; resolves queued for {', '.join(sorted(outcome.resolved))}"
-    if outcome.staged:
-        text += f"; also pushed {count(outcome.staged)} an interrupted redrive left in staging"
-    return text
+    return text + _staged(outcome)
+
+
+def _staged(outcome: Outcome) -> str:
+    if not outcome.staged:
+        return ""
+    return f"; also pushed {count(outcome.staged)} an interrupted redrive left in staging"
 
 
 def _dry_run(outcome: Outcome) -> str:

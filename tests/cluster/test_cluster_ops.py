@@ -117,7 +117,7 @@ def test_redrive_across_slots_goes_through_staging_and_an_interrupted_one_is_fin
     clean_redis.lpush(keys.redrive_staging(dlq), json.dumps({"job_id": "left-by-a-kill", "attempts": 0}))
     for i in range(3):
         clean_redis.lpush(dlq, envelope_entry(job_id=f"job-{i}", attempts=4))
-    code, out = run(config, capsys, "redrive", "orders")
+    code, out = run(config, capsys, "redrive", "orders", "--from-dlq")
     assert code == 0, out
     assert "an interrupted redrive left" in out and "moved 3 entries" in out
     moved = [json.loads(raw)["job_id"] for raw in clean_redis.lrange(work, 0, -1)]
@@ -129,7 +129,7 @@ def test_redrive_within_one_slot_stays_one_script_per_entry(
     clean_redis: RedisCluster, config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     clean_redis.lpush("dead_letter:{carts}", envelope_entry(job_id="c-1"))
-    code, out = run(config, capsys, "redrive", "dead_letter:{carts}", "--to", "{carts}:jobs")
+    code, out = run(config, capsys, "redrive", "dead_letter:{carts}", "--from-dlq", "--to", "{carts}:jobs")
     assert code == 0, out
     assert clean_redis.llen("{carts}:jobs") == 1
     assert clean_redis.exists(keys.redrive_staging("dead_letter:{carts}")) == 0
