@@ -3,6 +3,7 @@ every kind in `bridge/sources/kind_registry.py`, in its order."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from pydantic import BaseModel
 
 from bridge.config.redis import RedisSettings
 from bridge.core.errors import ConfigError
-from bridge.sources.kind_plugin import KindContext, KindRegistry, env_value
+from bridge.sources.kind_plugin import KindContext, KindRegistry
 from bridge.sources.kind_registry import KINDS
 from bridge.sources.kinds import KindReader
 
@@ -67,12 +68,10 @@ def kind_variable_problems(
     configuration error (exit 2), as an unset variable of `[redis]` or of a sink is."""
     environ = os.environ if environ is None else environ
     problems: list[str] = []
-    for _plugin, table in registry.configured(kinds):
+    for plugin, table in registry.configured(kinds):
         for attr in ("redis_url_env", "url_env"):
-            name = getattr(table, attr, None)
-            try:
-                if name:
-                    env_value(environ, name, table.source_name())
-            except ConfigError as exc:
-                problems += exc.problems
+            variable = getattr(table, attr, None)
+            if variable and not environ.get(variable, "").strip():
+                where = f"sources.{plugin.kind}[{json.dumps(table.source_name(), ensure_ascii=False)}].{attr}"
+                problems.append(f"{where}: environment variable {variable} is not set")
     return problems

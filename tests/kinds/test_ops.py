@@ -74,8 +74,8 @@ async def test_check_without_aio_pika_names_the_kinds_extra(tmp_path: Path, redi
 def test_run_with_an_unset_url_variable_is_one_line(tmp_path: Path, redis_url: str) -> None:
     done = cli_sync(config(tmp_path, redis_url, RABBIT.replace("AMQP_URL", "NO_SUCH_AMQP_URL")), "run", "--port", "0")
     assert done.code == 2
-    assert done.err.strip() == ("config error: source rabbitmq.orders.dlq: environment variable NO_SUCH_AMQP_URL "
-                                "is not set")
+    assert done.err.strip() == ('config error: sources.rabbitmq["rabbitmq.orders.dlq"].url_env: environment variable '
+                                "NO_SUCH_AMQP_URL is not set")
 
 
 @pytest.mark.parametrize("table", ["rabbitmq", "sidekiq"])
@@ -86,7 +86,8 @@ def test_check_with_an_unset_url_variable_is_a_config_error_as_for_redis_and_sin
         SIDEKIQ + 'redis_url_env = "NO_SUCH_URL"\n'
     done = cli_sync(config(tmp_path, redis_url, text), "check")
     assert done.code == 2, "the same error class, the same exit code: an unset variable is a config error"
-    assert done.err.startswith("config error: source ") and "environment variable NO_SUCH_URL is not set" in done.err
+    assert done.err.startswith(f'config error: sources.{table}["') and "environment variable NO_SUCH_URL is not set" \
+        in done.err
     assert done.out == ""
 
 
