@@ -173,7 +173,8 @@ def add_args(parser: argparse.ArgumentParser) -> None:
   dlq-bridge config-reference --check README.md  # exit 1 when README.md's table is stale
   dlq-bridge config-reference --write README.md  # replace the table between its markers
 
-exit codes: 0 ok, 1 the file's reference is stale, 2 the file has no markers"""
+exit codes: 0 ok, 1 the file's reference is stale (or cannot be read), 2 the file has no
+markers, 4 the file does not exist"""
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--check", type=Path, metavar="FILE", help="exit 1 when FILE's reference is stale")
     group.add_argument("--write", type=Path, metavar="FILE", help="replace the reference in FILE")
@@ -197,14 +198,20 @@ def _run(args: argparse.Namespace) -> int:
     path = args.check or args.write
     try:
         updated = replace_between_markers(path.read_text(encoding="utf-8"), text)
+    except FileNotFoundError:
+        print(f"config-reference: {path} does not exist", file=sys.stderr)
+        return 4
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"config-reference: {path} cannot be read ({getattr(exc, 'strerror', None) or exc})", file=sys.stderr)
+        return 1
     except ValueError as exc:
-        print(f"config_reference: {path}: {exc}", file=sys.stderr)
+        print(f"config-reference: {path}: {exc}", file=sys.stderr)
         return 2
     if args.write is not None:
         path.write_text(updated, encoding="utf-8")
         return 0
     if between_markers(path.read_text(encoding="utf-8")) != text:
-        print(f"config_reference: {path} is stale; run with --write {path}", file=sys.stderr)
+        print(f"config-reference: {path} is stale; run with --write {path}", file=sys.stderr)
         return 1
     return 0
 
