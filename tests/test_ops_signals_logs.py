@@ -87,7 +87,8 @@ async def test_openclaw_failure_log_names_the_cause_class(
             async with open_runtime(settings, stdout=io.StringIO()) as runtime:
                 await asyncio.wait_for(runtime.pipeline.run(asyncio.Event(), burst=True), 60)
     failures = [r.getMessage() for r in caplog.records if "OpenClaw summary failed" in r.getMessage()]
-    assert failures and failures[0].startswith("OpenClaw summary failed (error: gateway unreachable (Connect")
+    assert failures and failures[0].startswith(
+        "OpenClaw summary failed (error: gateway unreachable: connection refused (ConnectionRefusedError)")
 
 
 async def test_the_periodic_reap_is_counted_in_the_reaped_metric(
