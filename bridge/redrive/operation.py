@@ -64,7 +64,6 @@ class Outcome:
     staged: int = 0  # pushed from the staging list an interrupted cross-slot redrive left (cluster)
     samples: list[str] = field(default_factory=list)
     found_ids: set[str] = field(default_factory=set)  # the given job ids seen
-    moved_digests: list[str] = field(default_factory=list)
     resolved: set[str] = field(default_factory=set)  # sinks a resolve was queued for
 
     @property
@@ -166,7 +165,6 @@ class Redrive:
         if outcome.origin != "archive":
             return
         digest = raw_digest(raw)
-        outcome.moved_digests.append(digest)
         await record_act(self._redis, plan.dlq, digest, who, action, self._clock())
         outcome.resolved |= await self._resolve(plan.dlq, digest)
 
