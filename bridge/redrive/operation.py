@@ -8,10 +8,11 @@
     Redrive.move_found(dlq, found, who, action)-> Outcome   bulk actions: archived bytes already read
     Redrive.audit(who, action, target, line)                one audit record (dlq_bridge:audit)
 
-Every move is one atomic script per entry (bridge.stores.requeue.move_batch). After each entry that
-left an archive, the act is recorded on the entry (`who`, the action, when: its history) and a
-resolve is queued for every sink the alert was handed to whose plug-in `resolves` (PagerDuty and
-Alertmanager with `resolve_on_retry`): the same outcome from the shell, the page and a bulk action.
+Every move is one atomic script per entry (bridge.stores.requeue.move_each; a chunk of them in one
+pipeline). For the entries of a chunk that left an archive, the act is then recorded on each entry
+(`who`, the action, when: its history) and a resolve is queued for every sink the alert was handed
+to whose plug-in `resolves` (PagerDuty and Alertmanager with `resolve_on_retry`): the same outcome
+from the shell, the page and a bulk action.
 An entry of the DLQ itself was never alerted (nothing to resolve); a quarantined entry goes back onto
 its DLQ byte for byte and is alerted again as a new entry, so its quarantine alert is not resolved.
 """
@@ -35,8 +36,8 @@ from bridge.settings import SinkSettings
 from bridge.sinks.sink_registry import SINKS
 from bridge.stores.archive import Archive, Record, archive_key
 from bridge.stores.audit import AuditLog
-from bridge.stores.requeue import Plan, finish_staged, move_batch
-from bridge.stores.search_index import record_act
+from bridge.stores.requeue import Plan, finish_staged, move_each
+from bridge.stores.search_index import record_acts
 
 CHUNK = 500
 SAMPLES = 10
@@ -140,47 +141,38 @@ class Redrive:
         plan = Plan(source=archive_key(dlq), target=work, dlq=dlq)
         outcome = Outcome("archive", plan)
         outcome.staged = await finish_staged(self._redis, plan)
-        for raw in found.values():
-            outcome.scanned += 1
-            outcome.matched += 1
-            await self._move_one(outcome, raw, who, action)
+        outcome.scanned = outcome.matched = len(found)
+        await self._move(outcome, list(found.values()), who, action)
         return outcome
 
     async def _move(self, outcome: Outcome, batch: list[bytes], who: str, action: str) -> None:
-        """A DLQ's or quarantine list's entries in one pipeline; an archive's one by one (each is resolved)."""
-        if outcome.origin == "archive":
-            for raw in batch:
-                await self._move_one(outcome, raw, who, action)
-        elif batch:
-            moved = await move_batch(self._redis, outcome.plan, batch)
-            outcome.moved += moved
-            outcome.vanished += len(batch) - moved
-
-    async def _move_one(self, outcome: Outcome, raw: bytes, who: str, action: str) -> None:
-        plan = outcome.plan
-        if not await move_batch(self._redis, plan, [raw]):
-            outcome.vanished += 1
+        """One pipeline of scripts (each entry atomic on its own); then, for the archived entries that
+        moved, who acted and their resolves."""
+        if not batch:
             return
-        outcome.moved += 1
-        if outcome.origin != "archive":
-            return
-        digest = raw_digest(raw)
-        await record_act(self._redis, plan.dlq, digest, who, action, self._clock())
-        outcome.resolved |= await self._resolve(plan.dlq, digest)
+        moved = [raw for raw, done in zip(batch, await move_each(self._redis, outcome.plan, batch), strict=True)
+                 if done]
+        outcome.moved += len(moved)
+        outcome.vanished += len(batch) - len(moved)
+        if outcome.origin == "archive" and moved:
+            digests = [raw_digest(raw) for raw in moved]
+            await record_acts(self._redis, outcome.plan.dlq, digests, who, action, self._clock())
+            outcome.resolved |= await self._resolve(outcome.plan.dlq, digests)
 
-    async def _resolve(self, dlq: str, digest: str) -> set[str]:
-        """Queue a resolve on every resolving sink the entry's alert was handed to; those sinks."""
-        record = Record.parse(await self._archive.record(dlq, digest))
-        if record is None:
-            return set()
-        sinks = {s for s in record.sinks if s in self._resolving}
-        for sink in sorted(sinks):
-            try:
-                await self._resolver(self._redis, sink, record)
-            except Exception:  # the redrive stands; the missing resolve is logged
-                log.exception("redrive: the resolve for %s was not queued", sink)
-                sinks.discard(sink)
-        return sinks
+    async def _resolve(self, dlq: str, digests: list[str]) -> set[str]:
+        """Queue a resolve on every resolving sink each entry's alert was handed to; those sinks."""
+        resolved: set[str] = set()
+        for stored in await self._archive.records(dlq, digests):
+            record = Record.parse(stored)
+            if record is None:
+                continue
+            for sink in sorted(set(record.sinks) & self._resolving):
+                try:
+                    await self._resolver(self._redis, sink, record)
+                    resolved.add(sink)
+                except Exception:  # the redrive stands; the missing resolve is logged
+                    log.exception("redrive: the resolve for %s was not queued", sink)
+        return resolved
 
     # --- the audit list ----------------------------------------------------------------------------
 

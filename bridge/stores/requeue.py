@@ -40,15 +40,15 @@ class Plan:
         return reset_attempts(raw) if self.reset else raw
 
 
-async def _move(client: redis.Redis, plan: Plan, batch: list[bytes]) -> int:
-    """Pipelined, but each entry is its own script: atomic one by one."""
+async def _move(client: redis.Redis, plan: Plan, batch: list[bytes]) -> list[bool]:
+    """Pipelined, but each entry is its own script: atomic one by one. Which of `batch` moved."""
     if not same_slot(client, plan):
         return await _move_across_slots(client, plan, batch)
     async with client.pipeline(transaction=False) as pipe:
         for raw in batch:
             pipe.eval(REDRIVE_LUA, 2, plan.source, plan.target, raw, plan.pushed(raw))
         results = await pipe.execute()
-    return sum(int(r) for r in results)
+    return [bool(int(r)) for r in results]
 
 
 def same_slot(client: redis.Redis, plan: Plan) -> bool:
@@ -58,7 +58,7 @@ def same_slot(client: redis.Redis, plan: Plan) -> bool:
     return keys.key_slot(names.encode(plan.source)) == keys.key_slot(names.encode(plan.target))
 
 
-async def _move_across_slots(client: redis.Redis, plan: Plan, batch: list[bytes]) -> int:
+async def _move_across_slots(client: redis.Redis, plan: Plan, batch: list[bytes]) -> list[bool]:
     """On a cluster, through `dlq_bridge:redrive:<ref>` in the DLQ's slot (no script may span two slots).
 
     Per entry: one script moves it from the source to the staging list (atomic, same slot),
@@ -70,9 +70,9 @@ async def _move_across_slots(client: redis.Redis, plan: Plan, batch: list[bytes]
     async with client.pipeline(transaction=False) as pipe:
         for raw in batch:
             pipe.eval(REDRIVE_LUA, 2, plan.source, staging, raw, plan.pushed(raw))
-        staged = [plan.pushed(raw) for raw, r in zip(batch, await pipe.execute(), strict=True) if int(r)]
-    await _unstage(client, plan.target, staging, staged)
-    return len(staged)
+        moved = [bool(int(r)) for r in await pipe.execute()]
+    await _unstage(client, plan.target, staging, [plan.pushed(raw) for raw, m in zip(batch, moved, strict=True) if m])
+    return moved
 
 
 async def _unstage(client: redis.Redis, target: str, staging: str, entries: list[bytes]) -> None:
@@ -125,8 +125,10 @@ def reset_attempts(raw: bytes) -> bytes:
 
 
 async def move_batch(client: redis.Redis, plan: Plan, batch: list[bytes]) -> int:
-    """Move these exact entries from `plan.source` to `plan.target` (attempts reset); how many moved.
+    """Move these exact entries from `plan.source` to `plan.target` (attempts reset); how many moved."""
+    return sum(await _move(client, plan, batch))
 
-    The console's redrive goes through here, so it moves entries exactly as the command does.
-    """
+
+async def move_each(client: redis.Redis, plan: Plan, batch: list[bytes]) -> list[bool]:
+    """`move_batch`, saying which of `batch` moved (the one redrive, bridge.redrive.operation, acts on those)."""
     return await _move(client, plan, batch)

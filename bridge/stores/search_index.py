@@ -99,10 +99,21 @@ def acted_key(source: str) -> bytes:
 
 async def record_act(client: redis.Redis, source: str, digest: str, who: str, action: str, at: float) -> None:
     """Append one action to the entry's list in `acted_key` (the last ACTED_MAX kept)."""
-    raw = await client.hget(acted_key(source), digest)
-    found: list[Any] = orjson.loads(raw) if raw else []
-    found = [*found, {"who": who, "action": action, "at": at}][-ACTED_MAX:]
-    await client.hset(acted_key(source), digest, orjson.dumps(found))
+    await record_acts(client, source, [digest], who, action, at)
+
+
+async def record_acts(
+    client: redis.Redis, source: str, digests: Sequence[str], who: str, action: str, at: float
+) -> None:
+    """`record_act` for many entries of one source: one HMGET, one HSET."""
+    if not digests:
+        return
+    acted = acted_key(source)
+    mapping = {}
+    for digest, raw in zip(digests, await client.hmget(acted, list(digests)), strict=True):
+        found: list[Any] = orjson.loads(raw) if raw else []
+        mapping[digest] = orjson.dumps([*found, {"who": who, "action": action, "at": at}][-ACTED_MAX:])
+    await client.hset(acted, mapping=mapping)  # type: ignore[arg-type]  # bytes values are fine
 
 
 def member_ms(member: Any) -> int:
