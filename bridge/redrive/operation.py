@@ -8,8 +8,8 @@
     Redrive.move_found(dlq, found, who, action)-> Outcome   bulk actions: archived bytes already read
     Redrive.audit(who, action, target, line)                one audit record (dlq_bridge:audit)
 
-Every move is one atomic script per entry (bridge.stores.requeue.move_each; a chunk of them in one
-pipeline). For the entries of a chunk that left an archive, the act is then recorded on each entry
+Every move is one atomic script per entry (bridge.stores.requeue.move_each; a slice of them in one
+pipeline). For the entries of a slice that left an archive, the act is then recorded on each entry
 (`who`, the action, when: its history) and a resolve is queued for every sink the alert was handed
 to whose plug-in `resolves` (PagerDuty and Alertmanager with `resolve_on_retry`): the same outcome
 from the shell, the page and a bulk action.
@@ -40,6 +40,7 @@ from bridge.stores.requeue import Plan, finish_staged, move_each
 from bridge.stores.search_index import record_acts
 
 CHUNK = 500
+ARCHIVE_SLICE = 50  # archived entries moved in one pipeline before their acts and resolves are written
 SAMPLES = 10
 Origin = Literal["archive", "dlq", "quarantine"]
 
@@ -146,18 +147,19 @@ class Redrive:
         return outcome
 
     async def _move(self, outcome: Outcome, batch: list[bytes], who: str, action: str) -> None:
-        """One pipeline of scripts (each entry atomic on its own); then, for the archived entries that
-        moved, who acted and their resolves."""
-        if not batch:
-            return
-        moved = [raw for raw, done in zip(batch, await move_each(self._redis, outcome.plan, batch), strict=True)
-                 if done]
-        outcome.moved += len(moved)
-        outcome.vanished += len(batch) - len(moved)
-        if outcome.origin == "archive" and moved:
-            digests = [raw_digest(raw) for raw in moved]
-            await record_acts(self._redis, outcome.plan.dlq, digests, who, action, self._clock())
-            outcome.resolved |= await self._resolve(outcome.plan.dlq, digests)
+        """One pipeline of scripts per slice (each entry atomic on its own); after each slice of archived
+        entries, who acted and their resolves (a kill between the two loses at most one slice's)."""
+        step = ARCHIVE_SLICE if outcome.origin == "archive" else max(len(batch), 1)
+        for start in range(0, len(batch), step):
+            part = batch[start:start + step]
+            done = await move_each(self._redis, outcome.plan, part)
+            moved = [raw for raw, ok in zip(part, done, strict=True) if ok]
+            outcome.moved += len(moved)
+            outcome.vanished += len(part) - len(moved)
+            if outcome.origin == "archive" and moved:
+                digests = [raw_digest(raw) for raw in moved]
+                await record_acts(self._redis, outcome.plan.dlq, digests, who, action, self._clock())
+                outcome.resolved |= await self._resolve(outcome.plan.dlq, digests)
 
     async def _resolve(self, dlq: str, digests: list[str]) -> set[str]:
         """Queue a resolve on every resolving sink each entry's alert was handed to; those sinks."""
