@@ -71,6 +71,10 @@ async def test_nothing_matched_is_one_line_naming_the_list_read_and_the_flag_tha
     config = tmp_path / "bridge.toml"
     from_dlq = await cli(config, "redrive", "orders", "--from-dlq", "--job-id", "pay-1")
     quarantined = await cli(config, "redrive", "orders", "--quarantine", "--dry-run")
+    archived = await cli(config, "redrive", "orders", "--job-id", "nope")
+    assert archived.code == 4 and archived.err == (
+        f"redrive: no entry of {keys.alerted(DLQ)} (its archive) has job id nope (1 entry scanned); "
+        "the DLQ and its quarantine list hold nothing either\n")
     assert from_dlq.code == 4 and from_dlq.out == ""
     assert from_dlq.err == (f"redrive: no entry of {DLQ} (the DLQ) has job id pay-1 (0 entries scanned); "
                             "1 entry alerted and archived (the default reads them)\n")
@@ -81,4 +85,4 @@ async def test_nothing_matched_is_one_line_naming_the_list_read_and_the_flag_tha
     assert "work queue" not in quarantined.out
     assert await aredis.llen(keys.alerted(DLQ)) == 1
     audit = [json.loads(x) for x in await aredis.lrange(keys.AUDIT, 0, -1)]
-    assert [(a["action"], a["outcome"]) for a in audit] == [("redrive", "refused")], "as the console audits a refusal"
+    assert [(a["action"], a["outcome"]) for a in audit] == [("redrive", "refused")] * 2, "audited as a refusal"

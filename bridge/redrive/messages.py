@@ -63,7 +63,8 @@ def _read(outcome: Outcome) -> str:
 
 def _hint(outcome: Outcome, depths: dict[Origin, int]) -> str:
     """Where else this DLQ has entries, and the flag that reads them."""
-    others = [o for o in LIST_NAMES if o != outcome.origin and depths.get(o)]
+    rest = [o for o in LIST_NAMES if o != outcome.origin]
+    others = [o for o in rest if depths.get(o)]
     if not others:
-        return "; its DLQ, archive and quarantine list hold nothing else either"
+        return f"; {' and '.join(LIST_NAMES[o] for o in rest)} hold nothing either"
     return "; " + ", ".join(f"{count(depths[o])} {HELD[o]} ({READ_BY[o]} reads them)" for o in others)
