@@ -15,9 +15,11 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from bridge import __version__
 from bridge.commands import check, console_token, peek, redrive, send_test, summarize, undeliverable
 from bridge.core.errors import ConfigError
 from bridge.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_START, EXIT_USAGE, exit_codes_help
+from bridge.core.formats import READS
 from bridge.core.untrusted import SafeFormatter
 from bridge.settings import Settings, load_settings, unknown_env_variables
 
@@ -40,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_common_args(parser, default=None)
+    parser.add_argument("--version", action="version", version=f"dlq-bridge {__version__} (record formats 1-{READS})",
+                        help="print the release and the record formats it reads, then exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     for name, (help_text, add_args) in COMMANDS.items():
