@@ -34,7 +34,7 @@ TEST_POSE_ENV = "DLQ_BRIDGE_TEST_POSE_AS_NEXT_RELEASE"
 `READS + 1`, identical to `READS` but for its number), so the compatibility test can roll a release
 back onto this one (tests/compat/)."""
 
-_STAMP_RE = re.compile(r'^\{"v":(\d{1,4}),')
+_STAMP_RE = re.compile(r'^\{"v":(\d{1,4})(,|\})')
 _NOT_FOR_FORMAT_1 = {"summary": {"repairs"}}
 
 
@@ -63,7 +63,9 @@ def stamp(text: str, fmt: int) -> str:
 def unstamp(text: str) -> str:
     """The record without its number (for readers that check the fields they are given)."""
     match = _STAMP_RE.match(text)
-    return "{" + text[match.end():] if match else text
+    if not match:
+        return text
+    return "{}" if match.group(2) == "}" else "{" + text[match.end():]
 
 
 @dataclass

@@ -133,7 +133,9 @@ class UndeliverableStore:
         record = stored.record
         raw = record.get("body", {}).get("raw") if isinstance(record.get("body"), dict) else None
         sink, item = record.get("sink"), record.get("item")
-        if not (isinstance(raw, str) and isinstance(sink, str) and isinstance(item, str) and record.get("whole")):
+        if not (isinstance(raw, str) and isinstance(sink, str) and isinstance(item, str)):
+            return False
+        if not record.get("whole", _parses(raw)):  # 0.1.0 kept 10,000 bytes and said nothing: whole if it parses
             return False
         await SinkQueue(self._redis, sink).put(item, raw)
         await self.remove(stored)
@@ -159,6 +161,14 @@ class UndeliverableStore:
 
 def _text(raw: bytes | str) -> str:
     return raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
+
+
+def _parses(raw: str) -> bool:
+    try:
+        json.loads(raw)
+    except ValueError:
+        return False
+    return True
 
 
 def _parse(raw: str) -> Stored:
