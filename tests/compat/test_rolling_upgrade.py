@@ -1,13 +1,12 @@
 """Two releases side by side on one Redis, through a rolling upgrade and a rollback.
 
 The previous release (tests/compat/PREVIOUS_RELEASE, built from git history into its own venv by
-scripts/install-previous-release) and this checkout run as real services on one real Redis, fed a
-steady stream of dead letters over four queues, with three sinks (a webhook per job, a webhook
-grouped per failure, PagerDuty) answered by local receivers. Two old replicas start; one is
-killed -9 and replaced by a new one, the other is stopped with SIGTERM and replaced; then one new
-replica is killed -9 and restarted. The previous release cannot read what it has never seen, so the
-rollback is tried between this checkout and the checkout posing as its own next release (its record
-format raised by one, bridge.core.formats.TEST_POSE_ENV), both ways.
+scripts/install-previous-release) and this checkout run as real services on one real Redis through
+the rollout of tests/support/rollout.py: a steady stream of dead letters, kill -9 and SIGTERM of
+old replicas, new ones started in their place, one new replica killed and restarted. The previous
+release cannot read what it has never seen, so the rollback is tried between this checkout and the
+checkout posing as its own next release (its record format raised by one,
+bridge.core.formats.TEST_POSE_ENV), both ways.
 
 Every job must reach every sink; no job may arrive under two keys; nothing may be left in
 processing lists, outboxes or sink queues; neither release may log a traceback.
@@ -15,304 +14,45 @@ processing lists, outboxes or sink queues; neither release may log a traceback.
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
-from bridge.core.formats import TEST_POSE_ENV
-from tests.support.bridge_process import archived, remaining, write_config
-from tests.support.http_server import serve
-from tests.support.receiver import Receiver, Reply
-from tests.support.redis_server import free_port
+from tests.support.rollout import Outcome, build_release, checkout, previous, roll
 
 pytestmark = pytest.mark.failure
 
-ROOT = Path(__file__).resolve().parents[2]
-QUEUES = [f"dead_letter:compat{i}" for i in range(4)]
-TOTAL = 400
-RATE_PER_S = 40.0
-
-
-@dataclass(frozen=True)
-class Release:
-    """How to start one release's `dlq-bridge`: its Python, its working directory, its environment."""
-
-    name: str
-    python: str
-    cwd: Path
-    env: dict[str, str] = field(default_factory=dict)
+NONE = {"hook": 0, "grouped": 0, "pd": 0}
 
 
 @pytest.fixture(scope="session")
 def previous_python() -> str:
     """The previous release's Python (built once, cached under ~/.cache/dlq-bridge/releases)."""
-    done = subprocess.run(["bash", str(ROOT / "scripts/install-previous-release")], capture_output=True,
-                          text=True, timeout=600)
-    if done.returncode == 3:
-        pytest.skip(f"the previous release cannot be built here: {done.stderr.strip()}")
-    if done.returncode != 0:
-        raise AssertionError(f"install-previous-release failed: {done.stderr[-2000:]}")
-    return done.stdout.strip().splitlines()[-1]
-
-
-def previous(python: str, tmp_path: Path) -> Release:
-    here = tmp_path / "previous-cwd"  # not the checkout: `python -m bridge` would import its bridge
-    here.mkdir(exist_ok=True)
-    return Release("previous", python, here)
-
-
-def checkout(pose_as_next: bool = False) -> Release:
-    env = {TEST_POSE_ENV: "1"} if pose_as_next else {}
-    return Release("next" if pose_as_next else "checkout", sys.executable, ROOT, env)
-
-
-@dataclass
-class Replica:
-    release: Release
-    consumer: str
-    port: int
-    log: Path
-    proc: subprocess.Popen[bytes]
-
-
-class Fleet:
-    """Replicas of two releases on one config; every log kept for the traceback check."""
-
-    def __init__(self, config: Path, tmp_path: Path) -> None:
-        self._config = config
-        self._tmp = tmp_path
-        self.logs: list[Path] = []
-        self.replicas: list[Replica] = []
-
-    def start(self, release: Release, consumer: str) -> Replica:
-        port = free_port()
-        log = self._tmp / f"{release.name}-{consumer}-{len(self.logs)}.log"
-        self.logs.append(log)
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", TEST_POSE_ENV)}
-        env |= {**release.env, "DLQ_BRIDGE_REDIS__CONSUMER_ID": consumer}
-        with log.open("wb") as out:
-            proc = subprocess.Popen([release.python, "-m", "bridge", "--config", str(self._config), "run",
-                                     "--port", str(port)], cwd=release.cwd, env=env, stdout=out,
-                                    stderr=subprocess.STDOUT)
-        replica = Replica(release, consumer, port, log, proc)
-        self.replicas.append(replica)
-        return replica
-
-    async def ready(self, replica: Replica) -> None:
-        import httpx
-
-        deadline = time.monotonic() + 30
-        async with httpx.AsyncClient() as http:
-            while time.monotonic() < deadline:
-                assert replica.proc.poll() is None, f"{replica.release.name} exited: {self._tail(replica)}"
-                try:
-                    if (await http.get(f"http://127.0.0.1:{replica.port}/healthz", timeout=1)).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.05)
-        raise AssertionError(f"{replica.release.name} never became ready: {self._tail(replica)}")
-
-    @staticmethod
-    def kill9(replica: Replica) -> None:
-        replica.proc.kill()
-        replica.proc.wait(10)
-
-    @staticmethod
-    async def sigterm(replica: Replica) -> int:
-        replica.proc.send_signal(signal.SIGTERM)
-        return int(await asyncio.to_thread(replica.proc.wait, 30))
-
-    def stop_all(self) -> None:
-        for replica in self.replicas:
-            if replica.proc.poll() is None:
-                replica.proc.kill()
-                replica.proc.wait(10)
-
-    def tracebacks(self) -> list[str]:
-        return [f"{log.name}: {text[text.index('Traceback'):][:1500]}"
-                for log in self.logs if "Traceback" in (text := log.read_text(errors="replace"))]
-
-    @staticmethod
-    def _tail(replica: Replica) -> str:
-        return replica.log.read_text(errors="replace")[-2000:]
-
-
-def config(tmp_path: Path, redis_url: str, urls: dict[str, str]) -> Path:
-    """One config file both releases accept."""
-    return write_config(tmp_path / "bridge.toml", {
-        "server": {"grace_s": 5},
-        "redis": {"url": redis_url},
-        "sources": {"concurrency": 4, "poll_interval_s": 0.01, "rescan_interval_s": 0.2,
-                    "heartbeat_interval_s": 0.3, "heartbeat_ttl_s": 2, "reap_interval_s": 0.5},
-        "delivery": {"base_delay_s": 0.01, "max_delay_s": 0.05, "request_timeout_s": 3.0, "lease_s": 2.0},
-        "sinks": [
-            {"name": "hook", "type": "webhook", "url": f"{urls['hook']}/in", "secret": "compat", "group_by": "none"},
-            {"name": "grouped", "type": "webhook", "url": f"{urls['grouped']}/in", "secret": "compat",
-             "group_by": "fingerprint", "group_wait_s": 0.2, "group_interval_s": 0.5},
-            {"name": "pd", "type": "pagerduty", "group_by": "none", "routing_key": "k" * 32,
-             "events_url": f"{urls['pd']}/v2/enqueue", "events_per_minute": 30000},
-        ],
-    })
-
-
-def letter(i: int) -> tuple[str, str]:
-    queue = QUEUES[i % len(QUEUES)]
-    body = {"job_id": f"j{i}", "job_name": f"task{i % 3}", "attempts": 3,
-            "last_error": f"RuntimeError: upstream {i % 5} refused the request"}
-    return queue, json.dumps(body)
-
-
-async def produce(client: aioredis.Redis, produced: list[int]) -> None:
-    """A steady stream: `RATE_PER_S` dead letters a second over the four queues."""
-    started = time.monotonic()
-    for i in range(TOTAL):
-        await asyncio.sleep(max(0.0, started + i / RATE_PER_S - time.monotonic()))
-        queue, body = letter(i)
-        await client.lpush(queue, body)
-        produced[0] = i + 1
-
-
-def jobs_by_key(receiver: Receiver, of: Callable[[dict[str, Any], dict[str, str]], list[tuple[str, str]]]
-                ) -> dict[str, set[str]]:
-    """Job id → the keys it arrived under (2xx requests)."""
-    seen: dict[str, set[str]] = defaultdict(set)
-    for request in receiver.requests:
-        for job, key in of(json.loads(request.body), request.headers):
-            seen[job].add(key)
-    return seen
-
-
-def hook_jobs(body: dict[str, Any], headers: dict[str, str]) -> list[tuple[str, str]]:
-    return [(str(body["job_id"]), headers["idempotency-key"])]
-
-
-def grouped_jobs(body: dict[str, Any], headers: dict[str, str]) -> list[tuple[str, str]]:
-    if body.get("type") == "dlq.alert_group":
-        return [(str(job["job_id"]), headers["idempotency-key"]) for job in body["jobs"]]
-    return [(str(body["job_id"]), headers["idempotency-key"])]
-
-
-def pd_jobs(body: dict[str, Any], headers: dict[str, str]) -> list[tuple[str, str]]:
-    details = body["payload"]["custom_details"]
-    return [(str(details.get("job_id", body["dedup_key"])), str(body["dedup_key"]))]
-
-
-@dataclass
-class Outcome:
-    lost: dict[str, int]
-    twice: dict[str, int]
-    left: int
-    tracebacks: list[str]
-
-
-@pytest.fixture
-async def receivers() -> AsyncIterator[tuple[dict[str, Receiver], dict[str, str]]]:
-    found = {name: Receiver(default=Reply(202)) for name in ("hook", "grouped", "pd")}
-    async with serve(found["hook"].app) as h, serve(found["grouped"].app) as g, serve(found["pd"].app) as p:
-        yield found, {"hook": h, "grouped": g, "pd": p}
-
-
-async def roll(old: Release, new: Release, aredis: aioredis.Redis, redis_url: str, tmp_path: Path,
-               receivers: dict[str, Receiver], urls: dict[str, str]) -> Outcome:
-    """Two `old` replicas replaced one by one by `new` ones under a steady stream (see module doc)."""
-    fleet = Fleet(config(tmp_path, redis_url, urls), tmp_path)
-    produced = [0]
     try:
-        a, b = fleet.start(old, "a"), fleet.start(old, "b")
-        await asyncio.gather(fleet.ready(a), fleet.ready(b))
-        producer = asyncio.create_task(produce(aredis, produced))
-        await until(lambda: produced[0] >= TOTAL // 5)
-        fleet.kill9(a)
-        c = fleet.start(new, "c")
-        await fleet.ready(c)
-        await until(lambda: produced[0] >= 2 * TOTAL // 5)
-        assert await fleet.sigterm(b) == 0, "an old replica stopped with SIGTERM exits 0"
-        d = fleet.start(new, "d")
-        await fleet.ready(d)
-        await until(lambda: produced[0] >= 3 * TOTAL // 5)
-        fleet.kill9(c)
-        c2 = fleet.start(new, "c")
-        await fleet.ready(c2)
-        await producer
-        jobs = {f"j{i}" for i in range(TOTAL)}
-
-        async def drained() -> bool:
-            done = sum([await archived(aredis, q) for q in QUEUES]) >= TOTAL
-            every = all(jobs <= set(jobs_by_key(receivers[n], of)) for n, of in SINKS.items())
-            return done and every and not sum([await remaining(aredis, q) for q in QUEUES])
-
-        await until_async(drained, timeout_s=90)
-        for replica in (c2, d):
-            assert await fleet.sigterm(replica) == 0, "a new replica stopped with SIGTERM exits 0"
-    finally:
-        fleet.stop_all()
-    seen = {name: jobs_by_key(receivers[name], of) for name, of in SINKS.items()}
-    return Outcome(
-        lost={name: len(jobs - set(found)) for name, found in seen.items()},
-        twice={name: sum(len(keys) > 1 for keys in found.values()) for name, found in seen.items()},
-        left=sum([await remaining(aredis, q) for q in QUEUES]) + await newer_waiting(aredis),
-        tracebacks=fleet.tracebacks(),
-    )
-
-
-SINKS = {"hook": hook_jobs, "grouped": grouped_jobs, "pd": pd_jobs}
-
-
-async def newer_waiting(client: aioredis.Redis) -> int:
-    """Items left for a newer replica (`dlq_bridge:sinkq:{<sink>}:newer`)."""
-    return sum([int(await client.zcard(k)) async for k in client.scan_iter(match="dlq_bridge:sinkq:*:newer")])
-
-
-async def until(done: Callable[[], bool], timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.02)
-
-
-async def until_async(done: Callable[[], Any], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await done():
-        if time.monotonic() >= deadline:
-            return  # the assertions on the outcome say what is missing
-        await asyncio.sleep(0.1)
+        return build_release()
+    except LookupError as exc:
+        pytest.skip(f"the previous release cannot be built here: {exc}")
 
 
 def assert_nothing_lost(outcome: Outcome) -> None:
-    assert outcome.lost == {"hook": 0, "grouped": 0, "pd": 0}, f"jobs never alerted, per sink: {outcome.lost}"
-    assert outcome.twice == {"hook": 0, "grouped": 0, "pd": 0}, f"jobs sent under two keys: {outcome.twice}"
+    assert outcome.lost == NONE, f"jobs never alerted, per sink: {outcome.lost}"
+    assert outcome.twice == NONE, f"jobs sent under two keys: {outcome.twice}"
     assert outcome.left == 0, "left in processing lists, outboxes or sink queues"
+    assert outcome.undeliverable == 0, "nothing recorded as undeliverable"
     assert not outcome.tracebacks, "\n".join(outcome.tracebacks)
 
 
 async def test_a_rolling_upgrade_from_the_previous_release_loses_nothing(
     previous_python: str, aredis: aioredis.Redis, redis_url: str, tmp_path: Path,
-    receivers: tuple[dict[str, Receiver], dict[str, str]],
 ) -> None:
-    found, urls = receivers
-    outcome = await roll(previous(previous_python, tmp_path), checkout(), aredis, redis_url, tmp_path, found, urls)
-    assert_nothing_lost(outcome)
+    assert_nothing_lost(await roll(previous(previous_python, tmp_path), checkout(), redis_url, tmp_path))
 
 
 @pytest.mark.parametrize("direction", ["upgrade", "rollback"])
 async def test_this_release_and_its_next_run_side_by_side_either_way(
     direction: str, aredis: aioredis.Redis, redis_url: str, tmp_path: Path,
-    receivers: tuple[dict[str, Receiver], dict[str, str]],
 ) -> None:
     this, upcoming = checkout(), checkout(pose_as_next=True)
     old, new = (this, upcoming) if direction == "upgrade" else (upcoming, this)
-    found, urls = receivers
-    assert_nothing_lost(await roll(old, new, aredis, redis_url, tmp_path, found, urls))
+    assert_nothing_lost(await roll(old, new, redis_url, tmp_path))
