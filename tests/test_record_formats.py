@@ -210,3 +210,45 @@ async def test_an_item_0_1_0_could_not_read_goes_back_when_its_record_holds_it_a
     results = [await store.requeue(stored) for stored in await store.records()]
     assert sorted(results) == [False, True]
     assert await aredis.hkeys(keys.sink_queue("hook").items) == [b"2:1:orders:w:0123456789abcdef"]
+
+
+async def test_check_lists_the_fleet_and_says_what_waits_for_a_newer_replica(
+    aredis: aioredis.Redis, redis_url: str, tmp_path: Path,
+) -> None:
+    await aredis.set(keys.heartbeat("old-1"), json.dumps({"host": "h1", "pid": 7, "at": 1.0}), ex=30)
+    await aredis.set(keys.heartbeat("new-1"), json.dumps({"host": "h2", "pid": 8, "at": 1.0, "version": "0.2.0",
+                                                          "reads": 2}), ex=30)
+    queue = SinkQueue(aredis, "hook", reads=2)
+    await queue.put("2:100:orders:job-1:0123456789abcdef", stamp(make_alert().model_dump_json(), 3))
+    [taken] = await queue.take(1)
+    await queue.leave_newer(taken.id, 3)
+    cfg = write_config(tmp_path / "b.toml", {"redis": {"url": redis_url, "consumer_id": "cli"},
+                                             "sinks": [{"name": "hook", "type": "webhook",
+                                                        "url": "http://127.0.0.1:9/in", "secret": "s"}]})
+    _code, out, _err = await cli("--config", str(cfg), "check", "--json")
+    fleet = {r["target"]: (r["status"], r["detail"]) for r in json.loads(out) if r["component"] == "fleet"}
+    assert fleet["old-1"][1].startswith("0.1.0 or older") and "formats 1-1" in fleet["old-1"][1]
+    assert fleet["new-1"][1].startswith("0.2.0, reads record formats 1-2")
+    assert fleet["record format"][0] == "warn" and "writes format 1" in fleet["record format"][1]
+    assert fleet["hook"] == ("warn", "1 items of a newer format wait for a newer replica: keep one running until "
+                                     "this is 0")
+
+
+async def test_healthz_says_how_many_items_wait_for_a_newer_replica(aredis: aioredis.Redis) -> None:
+    from bridge.core.health import Health, Status
+    from bridge.core.metrics import Metrics
+    from bridge.delivery.monitor import QueueMonitor
+
+    queue, metrics, health = SinkQueue(aredis, "hook", reads=2), Metrics(), Health()
+    monitor = QueueMonitor([queue], metrics, health, stale_s=60)
+    await monitor.check()
+    assert health.get("formats") is not None and health.get("formats").status is Status.OK  # type: ignore[union-attr]
+    for n in range(2):
+        await queue.put(f"2:10{n}:orders:job-{n}:0123456789abcdef", stamp(make_alert().model_dump_json(), 3))
+    for taken in await queue.take(5):
+        await queue.leave_newer(taken.id, 3)
+    await monitor.check()
+    check = health.get("formats")
+    assert check is not None and check.status is Status.DEGRADED and not health.failing()
+    assert check.detail == "2 items of a newer format wait for a newer replica (hook 2)"
+    assert metrics.registry.get_sample_value("dlq_bridge_newer_format_items", {"sink": "hook"}) == 2
