@@ -107,7 +107,9 @@ def create_app(settings: Settings, *, transport: httpx.AsyncBaseTransport | None
             return JSONResponse({"status": "starting", "checks": {}}, status_code=503)
         await _probe(runtime)
         failing = runtime.health.failing()
-        body = {"status": "failing" if failing else "ok", "checks": runtime.health.snapshot()}
+        body = {"status": "failing" if failing else "ok", "version": runtime.version,
+                "record_formats": {"reads": runtime.formats.reads, "writes": runtime.formats.writes},
+                "checks": runtime.health.snapshot()}
         return JSONResponse(body, status_code=503 if failing else 200)
 
     @app.get("/livez")

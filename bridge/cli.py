@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from bridge import __version__
 from bridge.commands import (
     check,
     config_reference,
@@ -27,6 +28,7 @@ from bridge.commands import (
 )
 from bridge.core.errors import ConfigError
 from bridge.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_START, EXIT_USAGE, exit_codes_help
+from bridge.core.formats import READS
 from bridge.core.untrusted import SafeFormatter
 from bridge.settings import Settings, load_settings, unknown_env_variables
 
@@ -50,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_common_args(parser, default=None)
+    parser.add_argument("--version", action="version", version=f"dlq-bridge {__version__} (record formats 1-{READS})",
+                        help="print the release and the record formats it reads, then exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     for name, (help_text, add_args) in COMMANDS.items():

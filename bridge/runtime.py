@@ -16,12 +16,15 @@ from bridge.clients.embedded import EmbeddedRedis
 from bridge.clients.http import build_http_client
 from bridge.clients.redis_client import build_redis
 from bridge.clients.redis_memory import RedisMemory
+from bridge.core.formats import RecordFormat
 from bridge.core.health import Health
 from bridge.core.metrics import Metrics
+from bridge.core.release import announcement, poses_as_next, version
 from bridge.core.urls import mask_url
 from bridge.delivery.assembly import build_delivery, build_dispatcher, build_groupers, settings_concurrency
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.supervisor import DeliverySupervisor
+from bridge.drain.fleet import FleetFormat
 from bridge.drain.pipeline import Pipeline
 from bridge.settings import Settings
 from bridge.sources.build import Built, build_kind_sources
@@ -51,6 +54,8 @@ class Runtime:
     delivery: DeliverySupervisor
     kinds: Built
     memory: RedisMemory
+    formats: RecordFormat
+    version: str
 
 
 def redis_url(settings: Settings, stack: contextlib.ExitStack) -> str:
@@ -109,21 +114,27 @@ async def open_runtime(
         client = build_redis(url, settings.redis, max_connections=redis_pool_size(settings))
         http = build_http_client(settings.http, transport)
         metrics, health = Metrics(), Health()
+        pose = poses_as_next()
+        formats, release = RecordFormat.of_release(pose), version(pose)
+        metrics.build_info.labels(release, str(formats.reads)).set(1)
+        metrics.record_format_written.set(formats.writes)
         memory = RedisMemory(client, metrics, count_quarantined=lambda: quarantine_depth(client))
         kinds = Built([])
         try:
             summarizer = build_summarizer(
                 settings, runbooks, client, http, metrics, health,
-                cache_writes=cache_writes, batch_cache_writes=cache_writes,
+                cache_writes=cache_writes, batch_cache_writes=cache_writes, formats=formats,
             )
-            dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout)
-            source = RedisListSource(client, settings.sources, settings.redis.consumer_id)
+            dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout, formats=formats)
+            source = RedisListSource(client, settings.sources, settings.redis.consumer_id,
+                                     announce=announcement(release, formats))
             kinds = build_kind_sources(
                 settings.sources, bridge=client, consumer_id=settings.redis.consumer_id, redis=settings.redis
             )
-            undeliverable = UndeliverableStore(client, metrics, settings.delivery.undeliverable_max)
-            groupers = build_groupers(client, dispatcher, metrics, settings.delivery.lease_s)
-            delivery = build_delivery(settings, client, dispatcher, metrics, health, undeliverable, groupers)
+            undeliverable = UndeliverableStore(client, metrics, settings.delivery.undeliverable_max, formats)
+            groupers = build_groupers(client, dispatcher, metrics, settings.delivery.lease_s, formats)
+            delivery = build_delivery(settings, client, dispatcher, metrics, health, undeliverable, groupers,
+                                      formats=formats)
             pipeline = Pipeline(
                 source,
                 summarizer,
@@ -141,10 +152,11 @@ async def open_runtime(
                                  heartbeat_ttl_s=settings.sources.heartbeat_ttl_s,
                                  archive_max=settings.sources.archive_max),
                 memory=memory,
+                fleet=FleetFormat(client, formats, settings.redis.consumer_id, metrics),
             )
             yield Runtime(
                 settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline, delivery,
-                kinds, memory,
+                kinds, memory, formats, release,
             )
             await dispatcher.aclose()
             await summarizer.aclose()

@@ -27,6 +27,7 @@ import redis.asyncio as redis
 from bridge.clients.net_errors import describe_transport_error
 from bridge.clients.redis_client import as_cluster
 from bridge.clients.redis_client import probe as redis_problem
+from bridge.commands.check_fleet import check_fleet
 from bridge.commands.check_memory import check_redis_memory
 from bridge.commands.common import (
     EXIT_FAILED,
@@ -130,6 +131,7 @@ async def check_all(
     results += [Result(*row) for row in await check_redis_memory(settings, probe_s)]
     results += await check_kind_sources(settings, probe_s)
     results += await check_orphan_sink_queues(settings, probe_s)
+    results += [Result(*row) for row in await check_fleet(settings, probe_s)]
     return results
 
 

@@ -175,6 +175,25 @@ class Metrics:
             registry=r,
         )
         self.loop_tick = Gauge("dlq_bridge_loop_tick_timestamp_seconds", "Last tick of the main loop", registry=r)
+        self.build_info = Gauge(
+            "dlq_bridge_build_info", "1, labelled with this replica's version and the newest record format it reads",
+            ["version", "reads"], registry=r,
+        )
+        self.record_format_written = Gauge(
+            "dlq_bridge_record_format_written",
+            "The record format this replica writes: the newest every live replica reads (docs/operations.md)",
+            registry=r,
+        )
+        self.newer_format_items = Gauge(
+            "dlq_bridge_newer_format_items",
+            "Queued items of a record format newer than this replica reads, waiting for a replica that reads it",
+            ["sink"], registry=r,
+        )
+        self.newer_format_left = Counter(
+            "dlq_bridge_newer_format_left_total",
+            "Records of a newer format this replica left for a newer replica, by where (a sink, groups:<sink>)",
+            ["where"], registry=r,
+        )
 
     def child(self, metric: M, *values: str) -> M:
         """`metric.labels(*values)`, looked up once (hot paths count on it per entry).

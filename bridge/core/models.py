@@ -86,7 +86,13 @@ class SummaryDraft(BaseModel):
 
 
 class Summary(SummaryDraft):
-    """A validated summary plus where it came from."""
+    """A validated summary plus where it came from.
+
+    Stored in records other replicas read, so it ignores fields it does not know (a newer release
+    may add some: bridge.core.formats); only the model's own reply (`SummaryDraft`) is strict.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     source: SummarySource
     fallback_reason: str | None = None

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bridge.core.formats import unstamp
 from bridge.core.items import item_id
 from bridge.core.models import Severity
 
@@ -55,7 +56,8 @@ class Resolve(BaseModel):
 
 
 def parse_resolve(body: str) -> Resolve | None:
-    """The Resolve in a queued item's body; None when the body is something else (an alert)."""
+    """The Resolve in a queued item's body (of any record format); None when it is something else (an alert)."""
+    body = unstamp(body)
     if not body.startswith(RESOLVE_PREFIX):
         return None
     try:

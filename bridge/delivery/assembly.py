@@ -9,6 +9,7 @@ import httpx
 import redis.asyncio as redis
 
 from bridge.clients.replicas import ReplicaWait
+from bridge.core.formats import RecordFormat
 from bridge.core.health import Health, Status
 from bridge.core.metrics import Metrics
 from bridge.delivery.dispatch import Dispatcher
@@ -77,13 +78,15 @@ def build_dispatcher(
     metrics: Metrics,
     health: Health,
     stdout: TextIO | None = None,
+    *,
+    formats: RecordFormat | None = None,
 ) -> Dispatcher:
     routes = build_routes(settings, http, stdout, client=client, metrics=metrics)
     for route in routes:
         health.set(f"sink:{route.sink.name}", Status.OK, "ready")
     ledger = build_ledger(settings, client)
     deliverer = Deliverer(settings.delivery, ledger, metrics, health)
-    undeliverable = UndeliverableStore(client, metrics, settings.delivery.undeliverable_max)
+    undeliverable = UndeliverableStore(client, metrics, settings.delivery.undeliverable_max, formats)
     return Dispatcher(routes, deliverer, undeliverable, metrics)
 
 
@@ -99,7 +102,8 @@ def settings_concurrency(settings: Settings, sink: SinkSettings) -> int:
 
 
 def build_groupers(
-    client: redis.Redis, dispatcher: Dispatcher, metrics: Metrics, lease_s: float = 120.0
+    client: redis.Redis, dispatcher: Dispatcher, metrics: Metrics, lease_s: float = 120.0,
+    formats: RecordFormat | None = None,
 ) -> dict[str, Grouper]:
     """A fleet-wide Grouper for every sink whose `group_by` is not "none" (docs/design.md, section 5b).
 
@@ -108,7 +112,7 @@ def build_groupers(
     as it frees its sink-queue items (a live sender renews it while retrying).
     """
     return {
-        r.sink.name: FleetGrouper(client, r.settings, metrics=metrics, lease_s=lease_s)
+        r.sink.name: FleetGrouper(client, r.settings, metrics=metrics, lease_s=lease_s, formats=formats)
         for r in dispatcher.routes
         if r.settings.group_by != "none"
     }
@@ -122,17 +126,20 @@ def build_delivery(
     health: Health,
     undeliverable: UndeliverableStore,
     groupers: Mapping[str, Grouper] | None = None,
+    *,
+    formats: RecordFormat | None = None,
 ) -> DeliverySupervisor:
     """The hand-off, one worker per configured sink, and the queue monitor (docs/design.md, section 5b).
 
     `groupers` maps a grouped sink's name to its Grouper; a sink without one delivers per job.
     """
     lease = settings.delivery.lease_s
-    queues = {r.sink.name: SinkQueue(client, r.sink.name, lease) for r in dispatcher.routes}
+    formats = formats or RecordFormat()
+    queues = {r.sink.name: SinkQueue(client, r.sink.name, lease, formats.reads) for r in dispatcher.routes}
     workers = {
         r.sink.name: SinkWorker(
             r, queues[r.sink.name], dispatcher, concurrency=sink_concurrency(settings, r), lease_s=lease,
-            grouper=(groupers or {}).get(r.sink.name), undeliverable=undeliverable,
+            grouper=(groupers or {}).get(r.sink.name), undeliverable=undeliverable, formats=formats,
         )
         for r in dispatcher.routes
     }
@@ -148,6 +155,7 @@ def build_delivery(
         client, settings.redis.consumer_id, settings.sources.archive_max, queues, nudge, replicas,
         silences=silences, on_silenced=lambda sink: metrics.silenced.labels(sink).inc(),
         on_trimmed=lambda source, count: metrics.archive_trimmed.labels(redact_key_name(source)).inc(count),
+        formats=formats,
     )
     monitor = QueueMonitor(list(queues.values()), metrics, health, settings.delivery.queue_stale_s)
     return DeliverySupervisor(list(workers.values()), handoff, monitor,

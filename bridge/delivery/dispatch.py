@@ -59,6 +59,10 @@ class Dispatcher:
         """The ledger `route` delivers under (None: console sinks, or no ledger at all)."""
         return self._deliverer.ledger_for(route)
 
+    def count_newer(self, route: Route) -> None:
+        """A queued item of a newer record format, left for a replica that reads it."""
+        self._metrics.newer_format_left.labels(route.sink.name).inc()
+
     def count_duplicate(self, route: Route) -> None:
         """A duplicate the queue's take found (already in the ledger), counted like any other."""
         self._count(route, Result(route.sink.name, "duplicate", 0), time.monotonic())
@@ -128,7 +132,8 @@ class Dispatcher:
             body = render()
         except Exception as exc:  # the record matters more than its body
             body = {"render_error": type(exc).__name__}
-        record = build_record(route.sink.name, route.settings.type, alert, body, failure) | (extra or {})
+        record = build_record(route.sink.name, route.settings.type, alert, body, failure,
+                              self._undeliverable.formats) | (extra or {})
         await asyncio.shield(self._undeliverable.push(record))
 
     async def _refresh_depth_once(self) -> None:

@@ -34,7 +34,20 @@ class QueueMonitor:
             self._metrics.sink_queue_depth.labels(queue.sink).set(stats.depth)
             self._metrics.sink_queue_oldest_age.labels(queue.sink).set(age)
             self._report(queue.sink, stats, age)
+            self._metrics.newer_format_items.labels(queue.sink).set(stats.newer)
+        self._report_newer(found)
         return found
+
+    def _report_newer(self, found: dict[str, QueueStats]) -> None:
+        """`formats` on /healthz: degraded while items of a newer record format wait (a rollback in
+        progress: keep a replica of the newer release running until they are delivered)."""
+        waiting = {sink: stats.newer for sink, stats in found.items() if stats.newer}
+        if waiting:
+            where = ", ".join(f"{sink} {n}" for sink, n in sorted(waiting.items()))
+            detail = f"{sum(waiting.values())} items of a newer format wait for a newer replica ({where})"
+            self._health.set("formats", Status.DEGRADED, detail)
+        else:
+            self._health.set("formats", Status.OK)
 
     def _report(self, sink: str, stats: QueueStats, age: float) -> None:
         name = f"sink_queue:{sink}"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from bridge.core.formats import format_of
 from bridge.core.models import Alert
 from bridge.delivery.send import Deliverer, Route
-from bridge.stores.undeliverable_records import Stored, UndeliverableStore
+from bridge.stores.undeliverable_records import UNREADABLE, Stored, UndeliverableStore
 
 
 async def retry_one(
@@ -14,6 +15,12 @@ async def retry_one(
 ) -> tuple[bool, str]:
     """Deliver one record's alert again (through the ledger); remove the record once its sink has it."""
     record = item.record
+    if format_of(item.raw) > store.formats.reads:
+        return False, f"skipped: written by a newer release (record format {format_of(item.raw)}); retry it there"
+    if record.get("error") == UNREADABLE:
+        if await store.requeue(item):
+            return True, "put back in its sink's queue, for a replica that reads it"
+        return False, "skipped: the record holds only part of the queued item"
     route = routes.get(str(record.get("sink")))
     if route is None:
         return False, "skipped: no such sink is configured"

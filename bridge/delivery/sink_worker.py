@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -25,15 +24,18 @@ from pydantic import ValidationError
 
 from bridge.clients.batching import flush_while_busy
 from bridge.core.errors import REDIS_ERRORS
+from bridge.core.formats import RecordFormat, format_of
 from bridge.core.models import Alert, Notification
 from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.downgrade import downgrade
 from bridge.delivery.resolve import Resolve, parse_resolve
 from bridge.delivery.send import ResolveSink, Route
 from bridge.sinks.sink_registry import SINKS
+from bridge.stores.groups import Grouper as FleetGrouper
 from bridge.stores.groups import group_key_of
-from bridge.stores.ledger import resolve_key
+from bridge.stores.ledger import Ledger, resolve_key
 from bridge.stores.sink_queue import SinkQueue, Taken
-from bridge.stores.undeliverable_records import UndeliverableStore
+from bridge.stores.undeliverable_records import UndeliverableStore, unreadable_record
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +91,10 @@ class SinkWorker:
         lease_s: float,
         grouper: Grouper | None = None,
         undeliverable: UndeliverableStore | None = None,
+        formats: RecordFormat | None = None,
     ) -> None:
         self.route = route
+        self._formats = formats or RecordFormat()
         self.queue = queue
         self._dispatcher = dispatcher
         self._concurrency = concurrency
@@ -138,6 +142,7 @@ class SinkWorker:
             await asyncio.gather(*tasks)
             await self._drained.wait()
             await asyncio.gather(*self._notifying, return_exceptions=True)
+            await self._downgrade()  # a graceful stop leaves nothing an older replica beside it cannot read
         finally:
             await self._cancel([*tasks, *handlers])
 
@@ -199,6 +204,10 @@ class SinkWorker:
         if item.state == "duplicate":  # already in the ledger: the take dropped it
             log.info("sink %s: %s already delivered (ledger)", self.name, item.id)
             self._dispatcher.count_duplicate(self.route)
+            return
+        found = format_of(item.body)
+        if found > self._formats.reads:
+            await self._leave_newer(item, found)
             return
         resolve = parse_resolve(item.body)
         if resolve is not None:
@@ -300,14 +309,26 @@ class SinkWorker:
             self._acking.difference_update(batch)
 
     async def _unreadable(self, item: Taken) -> None:
-        """An item this version cannot read: keep it as an undeliverable record, then drop it."""
+        """An item this version cannot read although its format is one it reads (a bug or a hand-made
+        item): kept whole as an undeliverable record, which `undeliverable retry` puts back in this
+        sink's queue; then dropped from the queue."""
         log.error("sink %s: unreadable queued alert %s; recorded as undeliverable", self.name, item.id)
-        record = {"sink": self.name, "error": "unreadable queued alert", "item": item.id,
-                  "body": {"raw": item.body[:10_000]}, "at": time.time()}
+        record = unreadable_record(self.name, item.id, item.body)
         with contextlib.suppress(*REDIS_ERRORS):
             if self._undeliverable is not None:
                 await self._undeliverable.push(record)
             await self.queue.ack(item.id)
+
+    async def _leave_newer(self, item: Taken, found: int) -> None:
+        """An item of a record format newer than this replica reads: never acked or dropped, but left
+        for a replica that reads it (bridge.core.formats); a reservation the take made goes back."""
+        log.warning("sink %s: queued item %s is of record format %d (this replica reads up to %d); "
+                    "left for a newer replica", self.name, item.id, found, self._formats.reads)
+        with contextlib.suppress(*REDIS_ERRORS):
+            if item.state == "reserved" and self._ledger is not None:
+                await self._ledger.release(Ledger.item_key(self.name, item.id), item.token)
+            await self.queue.leave_newer(item.id, found)
+        self._dispatcher.count_newer(self.route)
 
     async def _renew_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -316,6 +337,16 @@ class SinkWorker:
                 await self.queue.renew([*self._in_flight, *self._to_ack, *self._acking])
             except REDIS_ERRORS as exc:
                 log.warning("sink %s: lease renewal failed (%s)", self.name, type(exc).__name__)
+            await self._downgrade()
+
+    async def _downgrade(self) -> None:
+        """While an older replica is live: this sink's records it cannot read, rewritten for it."""
+        groups = self._grouper if isinstance(self._grouper, FleetGrouper) else None
+        try:
+            await downgrade(self.queue, groups, self._formats)
+        except REDIS_ERRORS as exc:
+            log.warning("sink %s: rewriting records for an older replica failed (%s); retried",
+                        self.name, type(exc).__name__)
 
     async def _notify_loop(self, stop: asyncio.Event, grouper: Grouper) -> None:
         while not stop.is_set():

@@ -45,6 +45,7 @@ from bridge.core.models import Alert, DeadLetter
 from bridge.core.offloop import DeadlineExceeded, OffLoop
 from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.supervisor import DeliverySupervisor
+from bridge.drain.fleet import FleetFormat
 from bridge.drain.quarantine import quarantine_alert, quarantine_title
 from bridge.drain.slots import Slots
 from bridge.drain.solo import SoloLane
@@ -107,6 +108,7 @@ class Pipeline:
         delivery: DeliverySupervisor | None = None,
         kinds: Sequence[Source] = (),
         memory: RedisMemory | None = None,
+        fleet: FleetFormat | None = None,
     ) -> None:
         self._sources = [source, *kinds]
         self._memory = memory
@@ -123,7 +125,7 @@ class Pipeline:
         self._runbook_url = runbook_url
         self._severity = severity or SeveritySettings()
         self._offloop: OffLoop | None = None
-        self._upkeep = Upkeep(self._sources, settings, metrics, health, self._redis_down)
+        self._upkeep = Upkeep(self._sources, settings, metrics, health, self._redis_down, fleet)
         self._slots = Slots(settings.concurrency, self._busy_tick)
         self._in_flight: set[asyncio.Task[None]] = set()
         self._held: Counter[tuple[str, bytes]] = Counter()

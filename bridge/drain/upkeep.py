@@ -2,7 +2,9 @@
 
 Each runs every few seconds beside the claim loops, for all sources at once:
 
-- heartbeat: this consumer is alive (`dlq_bridge:consumer:<id>`);
+- heartbeat: this consumer is alive (`dlq_bridge:consumer:<id>`, with its release and the record
+  formats it reads), then the fleet's heartbeats say which record format to write
+  (`bridge.drain.fleet`);
 - rescan: new DLQs and new watched stores; the depth gauges and health checks;
 - reap: the in-flight lists of consumers whose heartbeat expired go back, the death counted
   against the suspect the dead consumer ran alone (`bridge.sources.source.reap_dead`; one pass over
@@ -24,6 +26,7 @@ from bridge.core.health import Health, Status
 from bridge.core.metrics import Metrics
 from bridge.core.periodic import every
 from bridge.drain.depths import DepthView
+from bridge.drain.fleet import FleetFormat
 from bridge.settings import SourcesSettings
 from bridge.sources.kind_port import why_unreadable
 from bridge.sources.source import Forward, Source, reap_dead, recover_own
@@ -41,8 +44,10 @@ class Upkeep:
         metrics: Metrics,
         health: Health,
         redis_down: Callable[[BaseException], None],
+        fleet: FleetFormat | None = None,
     ) -> None:
         self._sources = list(sources)
+        self._fleet = fleet
         self._lists = self._sources[0]  # consumer-wide keys (heartbeat) go through the first source
         self._settings = settings
         self._metrics = metrics
@@ -57,7 +62,7 @@ class Upkeep:
     ) -> list[asyncio.Task[None]]:
         settings = self._settings
         jobs: list[tuple[float, Callable[[], Awaitable[object]]]] = [
-            (settings.heartbeat_interval_s, self._lists.heartbeat),
+            (settings.heartbeat_interval_s, self._beat),
             (settings.rescan_interval_s, rescan),
             (settings.reap_interval_s, self.reap),
             (settings.reap_interval_s, lambda: self.sweep_own(held)),
@@ -69,9 +74,15 @@ class Upkeep:
         return tasks
 
     async def start(self) -> int:
-        """At start: heartbeat, and give back what a previous run of this consumer held."""
-        await self._lists.heartbeat()
+        """At start: heartbeat and the fleet's record format (before the first hand-off), and give
+        back what a previous run of this consumer held."""
+        await self._beat()
         return await recover_own(self._sources)
+
+    async def _beat(self) -> None:
+        await self._lists.heartbeat()
+        if self._fleet is not None:
+            await self._fleet.refresh()
 
     async def reap(self) -> None:
         self._metrics.reaped.inc(await reap_dead(self._sources))

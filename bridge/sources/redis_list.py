@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 import redis.asyncio as redis
 
@@ -57,8 +57,11 @@ class RedisListSource(Source):
     and shown through `names.display`.
     """
 
-    def __init__(self, client: redis.Redis, settings: ListSourcesSettings, consumer: str) -> None:
-        super().__init__(client, consumer, settings.heartbeat_ttl_s, settings.archive_max)
+    def __init__(
+        self, client: redis.Redis, settings: ListSourcesSettings, consumer: str,
+        *, announce: Mapping[str, object] | None = None,
+    ) -> None:
+        super().__init__(client, consumer, settings.heartbeat_ttl_s, settings.archive_max, announce=announce)
         self._settings = settings
         self._tracker = SourceTracker(settings.max_sources, settings.sticky_s)
         self._scan_lock = asyncio.Lock()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -67,12 +67,15 @@ class Source(ABC):
     health_check: str | None = None  # a `/healthz` check `source:<name>` for a source that can be unreadable
     leave_check_s: float | None = None  # watched kinds: how often `check_leaving` runs
 
-    def __init__(self, client: redis.Redis, consumer: str, heartbeat_ttl_s: int = 30, archive_max: int = 1000) -> None:
+    def __init__(
+        self, client: redis.Redis, consumer: str, heartbeat_ttl_s: int = 30, archive_max: int = 1000,
+        *, announce: Mapping[str, object] | None = None,
+    ) -> None:
         self._redis = client
         self.consumer = consumer
         self.heartbeat_ttl_s = heartbeat_ttl_s
         self.archive_max = archive_max
-        self._claims = ClaimStore(client)
+        self._claims = ClaimStore(client, announce)  # `announce`: the release and formats in the heartbeat
 
     # --- the plug-in's parts ---------------------------------------------------------------
     @abstractmethod

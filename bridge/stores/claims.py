@@ -6,7 +6,8 @@ Keys (docs/design.md, section 2 "Every key", 2b and 3b; names defined in `bridge
     dlq_bridge:inflight:<ref>:<consumer>    list    a kind record's raw bytes while this consumer holds it
     dlq_bridge:claims:<ref>:<digest>        string  suspect mark of an entry; counts its solo deaths (7 days)
     dlq_bridge:solo:<consumer>              string  `<digest><source key>`: the suspect run alone (7 days)
-    dlq_bridge:consumer:<consumer>          string  heartbeat `{"host","pid","at"}` (`heartbeat_ttl_s`)
+    dlq_bridge:consumer:<consumer>          string  heartbeat `{"host","pid","at","version","reads"}`
+                                                    (`heartbeat_ttl_s`; bridge.stores.fleet reads it)
 
 The sources (`bridge.sources.source`, `bridge.sources.redis_list`, `bridge.sources.kind_port`) keep
 their scripts that move entries between a DLQ and a processing list; they take the key names from
@@ -21,7 +22,7 @@ import re
 import socket
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 import redis.asyncio as redis
 
@@ -91,8 +92,9 @@ def _glob_escaped(text: str) -> str:
 class ClaimStore:
     """Reads and writes the claim bookkeeping of one Redis (see module doc); errors propagate."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, announce: Mapping[str, object] | None = None) -> None:
         self._redis = client
+        self._announce = dict(announce or {})  # what the heartbeat says beside host, pid, at (bridge.stores.fleet)
         self._finish = client.register_script(FINISH_LUA)
         self._drop = client.register_script(DROP_LUA)
 
@@ -172,7 +174,7 @@ class ClaimStore:
     # heartbeats
     async def beat(self, consumer: str, ttl_s: int) -> None:
         """`consumer` is alive for `ttl_s` more seconds."""
-        info = {"host": socket.gethostname(), "pid": os.getpid(), "at": time.time()}
+        info = {"host": socket.gethostname(), "pid": os.getpid(), "at": time.time(), **self._announce}
         await self._redis.set(keys.heartbeat(consumer), json.dumps(info), ex=ttl_s)
 
     async def drop_heartbeat(self, consumer: str) -> None:

@@ -144,3 +144,13 @@ if redis.call('HGET', KEYS[2], 'lease') ~= ARGV[2] then return 0 end
 redis.call('ZADD', KEYS[1], tonumber(ARGV[3]), ARGV[1])
 return 1
 """
+
+
+# KEYS: the group's state. ARGV: the first alert in another record format (bridge.core.formats).
+REWRITE_FIRST_LUA = """
+if redis.call('HEXISTS', KEYS[1], 'first') == 1 then
+  redis.call('HSET', KEYS[1], 'first', ARGV[1])
+  return 1
+end
+return 0
+"""

@@ -60,6 +60,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
 from bridge.core import names
+from bridge.core.formats import RecordFormat, format_of
 from bridge.core.metrics import Metrics
 from bridge.core.models import Alert, GroupJob, Notification
 from bridge.intake.cause import cause_key
@@ -123,8 +124,10 @@ class Grouper:
         metrics: Metrics | None = None,
         lease_s: float = 120.0,
         closed_ttl_s: int = CLOSED_TTL_S,
+        formats: RecordFormat | None = None,
     ) -> None:
         self._client = client
+        self._formats = formats or RecordFormat()  # the runtime's: it follows the fleet (bridge.core.formats)
         self.settings = sink_settings
         self.sink = sink_settings.name
         self._clock = clock
@@ -137,6 +140,7 @@ class Grouper:
         self._renew = client.register_script(scripts.RENEW_LUA)
         self._left = client.register_script(scripts.LEFT_LUA)
         self._send_now = client.register_script(scripts.SEND_NOW_LUA)
+        self._rewrite_first = client.register_script(scripts.REWRITE_FIRST_LUA)
         # Machine receivers (webhooks) get every job once, in pages of JOBS_PER_EVENT; people get samples.
         self._page = SINKS.of(sink_settings).every_job
         self._max_jobs = JOBS_PER_EVENT if self._page else SAMPLES
@@ -162,11 +166,11 @@ class Grouper:
     async def admit(self, alert: Alert) -> bool:
         """`add`, telling whether the job is new to its group (False: a replay)."""
         group, now = self.key_for(alert), self._clock()
-        job = GroupJob.of(alert, now).model_dump_json()
+        job = self._formats.write(GroupJob.of(alert, now).model_dump_json())
         s, dl = self.settings, alert.dead_letter
         args: list[str | int | float] = [
             group, alert.idempotency_key, job, dl.queue, repr(now),
-            alert.severity.rank, alert.model_dump_json(), s.group_wait_s, s.group_interval_s,
+            alert.severity.rank, self._formats.alert_json(alert), s.group_wait_s, s.group_interval_s,
             dl.job_name or "", dl.source_kind or "list",
         ]
         both = self._keys(group) + self._keys(group, previous=True)[1:]
@@ -198,6 +202,13 @@ class Grouper:
         ]
         reply = await self._claim(keys=self._keys(group), args=args)
         if not reply:
+            return None
+        found = format_of(_text(reply[7]))
+        if found > self._formats.reads:  # its lease runs out and a replica that reads it claims it
+            log.warning("sink %s: group %s's first alert is of record format %d (this replica reads up to %d); "
+                        "left for a newer replica", self.sink, group, found, self._formats.reads)
+            if self._metrics is not None:
+                self._metrics.newer_format_left.labels(f"groups:{self.sink}").inc()
             return None
         return build_notification(self.sink, group, token, reply, self.settings.outage_min_queues)
 
@@ -270,6 +281,20 @@ class Grouper:
                  for f in (keys.group, keys.group_jobs, keys.group_gone)]
         done, first = await self._left(keys=names, args=[member])
         return Alert.model_validate_json(_text(first)) if int(done) and first else None
+
+    async def newer_firsts(self, fmt: int) -> list[tuple[str, str]]:
+        """(group, first alert) of every open group whose first alert is of a format newer than `fmt`."""
+        found = []
+        for raw in await self._client.zrange(keys.groups_due(self.sink), 0, -1):
+            group = _text(raw)
+            first = await self._client.hget(keys.group(self.sink, group), "first")
+            if first is not None and format_of(_text(first)) > fmt:
+                found.append((group, _text(first)))
+        return found
+
+    async def rewrite_first(self, group: str, first: str) -> bool:
+        """Replace an open group's first alert with the same alert in an older format."""
+        return bool(await self._rewrite_first(keys=[keys.group(self.sink, group)], args=[first]))
 
     async def open_groups(self) -> int:
         """Groups not yet closed (each has a timer in the due index)."""

@@ -44,6 +44,7 @@ from bridge.clients.batching import Batcher, flush_while_busy
 from bridge.clients.replicas import ReplicaWait
 from bridge.core import names
 from bridge.core.claimed import Claimed
+from bridge.core.formats import RecordFormat
 from bridge.core.items import item_id, now_ms
 from bridge.core.models import Alert
 from bridge.stores import keys
@@ -198,8 +199,10 @@ class HandOff:
         silences: SilenceFilter | None = None,
         on_silenced: Callable[[str], None] = lambda _sink: None,
         on_trimmed: Callable[[str, int], None] = lambda _source, _count: None,
+        formats: RecordFormat | None = None,
     ) -> None:
         self._redis = client
+        self._formats = formats or RecordFormat()  # the runtime's: it follows the fleet (bridge.core.formats)
         self._replicas = replicas or ReplicaWait(client, 0, 1.0)
         self._consumer = consumer
         self._archive_max = archive_max
@@ -290,15 +293,17 @@ class HandOff:
             for sink in silenced:
                 self._on_silenced(sink)
         ms = now_ms()
-        parcel = self._parcel(alert, sinks, ms) if sinks else None
-        alert_json = None if parcel else alert.model_dump_json()  # with a parcel, the script appends it
-        body = entry_record(alert_json, ms, parcel.id if parcel else "", sinks, silenced, quarantined)
+        alert_json = self._formats.alert_json(alert)
+        parcel = self._parcel(alert, alert_json, sinks, ms) if sinks else None
+        embedded = None if parcel else alert_json  # with a parcel, the script appends it
+        record = entry_record(embedded, ms, parcel.id if parcel else "", sinks, silenced, quarantined)
+        body = self._formats.write(record)
         return parcel, EntryRecord.of(source, digest, body, ms, self._archive_max, alert.summary.source.value)
 
     @staticmethod
-    def _parcel(alert: Alert, sinks: list[str], ms: int) -> Parcel:
+    def _parcel(alert: Alert, alert_json: str, sinks: list[str], ms: int) -> Parcel:
         ident = item_id(alert.severity, ms, alert.idempotency_key, alert.dead_letter.raw_digest)
-        return Parcel(ident, ms, sinks, alert.model_dump_json())
+        return Parcel(ident, ms, sinks, alert_json)
 
     def _forward_soon(self, outbox: str, parcel: Parcel) -> None:
         """Forward with the hand-offs of the next few ms (the parcel is safe in its outbox meanwhile)."""

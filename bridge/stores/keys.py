@@ -109,16 +109,19 @@ class SinkQueueKeys:
     ready:  sorted set, item id -> order score (severity first, then oldest first)
     leased: sorted set, item id -> lease expiry (epoch ms)
     items:  hash, item id -> alert JSON
+    newer:  sorted set, item id -> record format, for items of a format newer than the replica
+            that took them reads: left for a replica that reads it (bridge.core.formats)
     """
 
     ready: str
     leased: str
     items: str
+    newer: str
 
 
 def sink_queue(sink: str) -> SinkQueueKeys:
     head = f"{PREFIX}:sinkq:{{{sink}}}"
-    return SinkQueueKeys(ready=f"{head}:ready", leased=f"{head}:leased", items=f"{head}:items")
+    return SinkQueueKeys(ready=f"{head}:ready", leased=f"{head}:leased", items=f"{head}:items", newer=f"{head}:newer")
 
 
 SINK_QUEUE_ITEMS_MATCH = f"{PREFIX}:sinkq:{{*}}:items"
@@ -134,6 +137,16 @@ def sink_of_queue_items(key: str) -> str | None:
 
 def heartbeat(consumer: str) -> str:
     return f"{PREFIX}:consumer:{consumer}"
+
+
+HEARTBEAT_MATCH = f"{PREFIX}:consumer:*"
+
+
+def consumer_of_heartbeat(key: str) -> str | None:
+    """The consumer whose heartbeat `key` is; None for any other key."""
+    head = f"{PREFIX}:consumer:"
+    consumer = key[len(head):] if key.startswith(head) else ""
+    return consumer if CONSUMER_ID_RE.match(consumer) else None
 
 
 def delivered(sink: str, idempotency_key: str, digest: str) -> str:

@@ -123,6 +123,11 @@ class Ledger:
         return Reservation(self, key, token)
 
     @staticmethod
+    def item_key(sink: str, item: str) -> str:
+        """The ledger key of a queued item (`<urgency>:<ms>:<idempotency key>:<digest>`)."""
+        return keys.delivered_prefix(sink) + item.split(":", 2)[2]
+
+    @staticmethod
     def key(sink: str, alert: Alert) -> str:
         return keys.delivered(sink, alert.idempotency_key, alert.dead_letter.raw_digest)
 

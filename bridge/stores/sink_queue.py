@@ -16,7 +16,14 @@ urgency band never reaches into the next one, and every score stays below
 ms` would not: 1.7e12 ms spans 170 priorities.
 
 Take: one script re-queues expired leases, pops the lowest scores and leases
-them (an id already leased is skipped). Ack: one script drops a batch of
+them (an id already leased is skipped). An item of a record format newer than
+the taker reads is *left* (`leave_newer`): out of its lease into
+
+    dlq_bridge:sinkq:{<sink>}:newer    sorted set  id -> record format
+
+and every take puts back in `ready` the ones whose format the taker reads, so a
+replica of the newer release delivers it and this one never takes it again
+(bridge.core.formats; docs/operations.md, "Upgrades"). Ack: one script drops a batch of
 items. Every script touches one slot.
 `queued_sinks` finds every sink queue in Redis by SCAN (`bridge.delivery.orphans`).
 
@@ -37,6 +44,7 @@ import redis.asyncio as redis
 from redis.asyncio.client import Pipeline
 
 from bridge.clients.replicas import ReplicaWait
+from bridge.core.formats import READS, format_of
 from bridge.core.items import MAX_URGENCY, now_ms, order_of
 from bridge.stores import keys
 
@@ -66,9 +74,15 @@ end
 return #ARGV / 2
 """
 
-# Expired leases back to ready (their items still exist), then pop up to n: `popped`, and `out` to fill.
+# Items left for a newer replica that this taker reads (KEYS[4]: newer; the last ARGV: the format it
+# reads) back to ready; expired leases back to ready (their items still exist); then pop up to n:
+# `popped`, and `out` to fill.
 _REQUEUE_AND_POP_LUA = """
 local now, until_ms, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', ARGV[#ARGV], 'LIMIT', 0, 100)) do
+  redis.call('ZREM', KEYS[4], id)
+  if redis.call('HEXISTS', KEYS[3], id) == 1 then redis.call('ZADD', KEYS[1], order(id), id) end
+end
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[2], id)
@@ -138,6 +152,25 @@ end
 return back
 """
 
+# KEYS: leased, newer. ARGV: id, its format. Only a leased item is left (an acked one is gone).
+LEAVE_NEWER_LUA = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  redis.call('ZADD', KEYS[2], tonumber(ARGV[2]), ARGV[1])
+  return 1
+end
+return 0
+"""
+
+# KEYS: items, newer. ARGV: id, body, format. Only an item still queued is rewritten.
+REWRITE_LUA = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  if redis.call('ZSCORE', KEYS[2], ARGV[1]) then redis.call('ZADD', KEYS[2], tonumber(ARGV[3]), ARGV[1]) end
+  return 1
+end
+return 0
+"""
+
 STATS_LUA = """
 local oldest = -1
 local function consider(ms) if oldest < 0 or ms < oldest then oldest = ms end end
@@ -150,7 +183,7 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, 999)) do
   local ms = string.match(id, '^%d+:(%d+):')
   if ms then consider(tonumber(ms)) end
 end
-return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]), oldest}
+return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]), oldest, redis.call('ZCARD', KEYS[3])}
 """
 
 
@@ -182,6 +215,7 @@ class QueueStats:
     ready: int
     leased: int
     oldest_ms: int | None  # hand-off time of the oldest item, ready or leased
+    newer: int = 0  # items of a newer record format, left for a replica that reads it
 
     @property
     def depth(self) -> int:
@@ -194,11 +228,12 @@ class QueueStats:
 class SinkQueue:
     """Enqueue, take (leased), ack, renew and release one sink's items."""
 
-    def __init__(self, client: redis.Redis, sink: str, lease_s: float = 15.0) -> None:
+    def __init__(self, client: redis.Redis, sink: str, lease_s: float = 15.0, reads: int = READS) -> None:
         self.sink = sink
         self.keys = keys.sink_queue(sink)
         self._redis = client
         self._lease_ms = int(lease_s * 1000)
+        self._reads = reads  # the newest record format this replica reads (bridge.core.formats)
         self.enqueue_script = client.register_script(ENQUEUE_LUA)
         self._take = client.register_script(TAKE_LUA)
         self._forward = client.register_script(FORWARD_LUA)
@@ -206,10 +241,16 @@ class SinkQueue:
         self._take_reserve = client.register_script(TAKE_RESERVE_LUA)
         self._release = client.register_script(RELEASE_LUA)
         self._stats = client.register_script(STATS_LUA)
+        self._leave_newer = client.register_script(LEAVE_NEWER_LUA)
+        self._rewrite = client.register_script(REWRITE_LUA)
 
     @property
     def _all(self) -> list[str]:
         return [self.keys.ready, self.keys.leased, self.keys.items]
+
+    @property
+    def _taking(self) -> list[str]:
+        return [*self._all, self.keys.newer]
 
     async def put(self, item: str, body: str) -> bool:
         """Add one item; False when it is already queued or leased (a repeated forward)."""
@@ -222,12 +263,13 @@ class SinkQueue:
         """
         at = now_ms() if at_ms is None else at_ms
         if reserve is None:
-            flat = await self._take(keys=self._all, args=[at, at + self._lease_ms, n, REQUEUE_PER_TAKE])
+            flat = await self._take(keys=self._taking, args=[at, at + self._lease_ms, n, REQUEUE_PER_TAKE, self._reads])
             return [Taken(_text(flat[i]), _text(flat[i + 1])) for i in range(0, len(flat), 2)]
         args: list[str | int] = [
-            at, at + self._lease_ms, n, REQUEUE_PER_TAKE, reserve.prefix, reserve.token_head, reserve.ttl_ms
+            at, at + self._lease_ms, n, REQUEUE_PER_TAKE, reserve.prefix, reserve.token_head, reserve.ttl_ms,
+            self._reads,
         ]
-        flat = await self._take_reserve(keys=self._all, args=args)
+        flat = await self._take_reserve(keys=self._taking, args=args)
         return [
             Taken(_text(flat[i]), _text(flat[i + 1]), _text(flat[i + 2]), _text(flat[i + 3]))
             for i in range(0, len(flat), 4)
@@ -266,6 +308,23 @@ class SinkQueue:
             until = now_ms() + self._lease_ms
             await self._redis.zadd(self.keys.leased, dict.fromkeys(items, until), xx=True)
 
+    async def leave_newer(self, item: str, fmt: int) -> bool:
+        """Leave a leased item of record format `fmt` (newer than this replica reads) for a replica
+        that reads it: out of its lease, never taken by this replica again (see module doc)."""
+        return bool(await self._leave_newer(keys=[self.keys.leased, self.keys.newer], args=[item, fmt]))
+
+    async def newer_than(self, fmt: int) -> AsyncIterator[tuple[str, str]]:
+        """(id, body) of every queued item of a record format newer than `fmt` (an HSCAN)."""
+        async for item, body in self._redis.hscan_iter(self.keys.items, count=500):
+            text = _text(body)
+            if format_of(text) > fmt:
+                yield _text(item), text
+
+    async def rewrite(self, item: str, body: str, fmt: int) -> bool:
+        """Replace a still-queued item's body with the same record in format `fmt`; an item left for
+        a newer replica is then left for a replica that reads `fmt` (every take of one puts it back)."""
+        return bool(await self._rewrite(keys=[self.keys.items, self.keys.newer], args=[item, body, fmt]))
+
     async def release(self, items: list[str]) -> int:
         """Put leased items back at once (a graceful stop), in their place."""
         return int(await self._release(keys=self._all, args=items)) if items else 0
@@ -276,8 +335,10 @@ class SinkQueue:
         pipe.hexists(keys.sink_queue(sink).items, item)
 
     async def stats(self) -> QueueStats:
-        ready, leased, oldest = await self._stats(keys=[self.keys.ready, self.keys.leased], args=[MAX_URGENCY])
-        return QueueStats(int(ready), int(leased), None if int(oldest) < 0 else int(oldest))
+        ready, leased, oldest, newer = await self._stats(
+            keys=[self.keys.ready, self.keys.leased, self.keys.newer], args=[MAX_URGENCY]
+        )
+        return QueueStats(int(ready), int(leased), None if int(oldest) < 0 else int(oldest), int(newer))
 
 
 async def queued_sinks(client: redis.Redis, skip: Collection[str] = ()) -> AsyncIterator[tuple[str, int]]:

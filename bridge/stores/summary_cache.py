@@ -37,6 +37,7 @@ from redis.exceptions import RedisError
 
 from bridge.clients.batching import Batcher, flush_while_busy
 from bridge.core.errors import SummaryError
+from bridge.core.formats import RecordFormat, format_of, unstamp
 from bridge.core.models import SummaryDraft
 from bridge.stores import keys
 
@@ -85,8 +86,10 @@ class SummaryCache:
         validate: Callable[[dict[str, Any], Collection[str]], SummaryDraft],
         writes: bool = True,
         batch_writes: bool = False,
+        formats: RecordFormat | None = None,
     ) -> None:
         self._client = client
+        self._formats = formats or RecordFormat()  # the runtime's: it follows the fleet (bridge.core.formats)
         self._ttl_s = ttl_s
         self._runbook_ids = runbook_ids
         self._validate = validate  # a stored draft, strictly (`bridge.summarize.reply.validate_draft`)
@@ -119,8 +122,12 @@ class SummaryCache:
         return self._decode(raw) if raw is not None else None
 
     def _decode(self, raw: bytes | str) -> SummaryDraft | None:
+        """The cached draft; a miss for a stale or foreign value, or one of a newer record format."""
+        text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+        if format_of(text) > self._formats.reads:
+            return None
         try:
-            return self._validate(json.loads(raw), self._runbook_ids)
+            return self._validate(json.loads(unstamp(text)), self._runbook_ids)
         except (ValueError, TypeError, SummaryError):
             return None  # stale or foreign value (e.g. a runbook was removed): a miss
 
@@ -128,7 +135,7 @@ class SummaryCache:
         if not self.enabled or not self._writes or not fingerprint:
             return
         try:
-            value = draft.model_dump_json()
+            value = self._formats.write(draft.model_dump_json())
             async with asyncio.timeout(CACHE_TIMEOUT_S):
                 await self._client.set(keys.summary(fingerprint), value, ex=self._ttl_s)
         except _CACHE_ERRORS as exc:
@@ -192,7 +199,7 @@ class SummaryCache:
             if self._writer is None or self._writer.done():
                 self._writer = asyncio.create_task(self._write_soon())
             return
-        value = draft.model_dump_json() if draft is not None else ""
+        value = self._formats.write(draft.model_dump_json()) if draft is not None else ""
         try:
             async with asyncio.timeout(CACHE_TIMEOUT_S):
                 await self._end(keys=[keys.summary(fingerprint), keys.summary_lead(fingerprint)],
@@ -212,7 +219,7 @@ class SummaryCache:
         try:
             async with asyncio.timeout(CACHE_TIMEOUT_S), self._client.pipeline(transaction=False) as pipe:
                 for fingerprint, draft in batch.items():
-                    pipe.set(keys.summary(fingerprint), draft.model_dump_json(), ex=self._ttl_s)
+                    pipe.set(keys.summary(fingerprint), self._formats.write(draft.model_dump_json()), ex=self._ttl_s)
                     pipe.delete(keys.summary_lead(fingerprint))
                 for fingerprint in idle - set(batch):
                     pipe.delete(keys.summary_lead(fingerprint))

@@ -22,13 +22,18 @@ from typing import Any
 
 import redis.asyncio as redis
 
+from bridge.core.formats import RecordFormat
 from bridge.core.metrics import Metrics
 from bridge.core.models import Alert
 from bridge.stores import keys
+from bridge.stores.sink_queue import SinkQueue
 
 log = logging.getLogger(__name__)
 
 TRIM_LOG_EVERY_S = 60.0
+MAX_ITEM_CHARS = 1_000_000
+"""An unreadable queued item is kept whole up to this (a queued alert's envelope is bounded far below it)."""
+UNREADABLE = "unreadable queued alert"
 NAME = keys.UNDELIVERABLE  # the list's name, for what `peek` prints
 
 
@@ -41,8 +46,17 @@ class Failure:
     error: str
 
 
+def unreadable_record(sink: str, item: str, body: str) -> dict[str, Any]:
+    """A queued item its replica could not read, kept whole (up to `MAX_ITEM_CHARS`) so that
+    `undeliverable retry` puts it back in its sink's queue (`requeue`), where a replica that reads
+    it delivers it."""
+    return {"sink": sink, "error": UNREADABLE, "item": item, "at": time.time(),
+            "body": {"raw": body[:MAX_ITEM_CHARS]}, "whole": len(body) <= MAX_ITEM_CHARS}
+
+
 def build_record(
-    sink: str, sink_type: str, alert: Alert, body: dict[str, Any], failure: Failure
+    sink: str, sink_type: str, alert: Alert, body: dict[str, Any], failure: Failure,
+    formats: RecordFormat | None = None,
 ) -> dict[str, Any]:
     dl = alert.dead_letter
     return {
@@ -58,7 +72,7 @@ def build_record(
         "source_key": dl.source_key,
         "raw_digest": dl.raw_digest,
         "body": body,
-        "alert": alert.model_dump(mode="json"),
+        "alert": (formats or RecordFormat()).alert_dict(alert),
     }
 
 
@@ -73,15 +87,19 @@ class Stored:
 class UndeliverableStore:
     """LPUSH (then trim to `keep`, when given), list and remove records; keeps the depth gauge current."""
 
-    def __init__(self, client: redis.Redis, metrics: Metrics | None = None, keep: int | None = None) -> None:
+    def __init__(
+        self, client: redis.Redis, metrics: Metrics | None = None, keep: int | None = None,
+        formats: RecordFormat | None = None,
+    ) -> None:
         self._redis = client
+        self.formats = formats or RecordFormat()
         self._metrics = metrics
         self._keep = keep
         self._unlogged_trims = 0
         self._trim_logged_at = float("-inf")
 
     async def push(self, record: dict[str, Any]) -> None:
-        raw = json.dumps(record, ensure_ascii=False)
+        raw = self.formats.write(json.dumps(record, ensure_ascii=False))
         if self._keep is None:
             self._gauge(int(await self._redis.lpush(keys.UNDELIVERABLE, raw)))
             return
@@ -109,6 +127,20 @@ class UndeliverableStore:
         await self.depth()
         return bool(removed)
 
+    async def requeue(self, stored: Stored) -> bool:
+        """Put an unreadable item's record back in its sink's queue, whole, then remove the record
+        (False: the record holds no whole item). A repeat puts the same item id: queued once."""
+        record = stored.record
+        raw = record.get("body", {}).get("raw") if isinstance(record.get("body"), dict) else None
+        sink, item = record.get("sink"), record.get("item")
+        if not (isinstance(raw, str) and isinstance(sink, str) and isinstance(item, str)):
+            return False
+        if not record.get("whole", _parses(raw)):  # 0.1.0 kept 10,000 bytes and said nothing: whole if it parses
+            return False
+        await SinkQueue(self._redis, sink).put(item, raw)
+        await self.remove(stored)
+        return True
+
     def _trimmed(self, count: int) -> None:
         """Counted at once; logged at most once a minute (a storm trims once per job)."""
         if count <= 0:
@@ -129,6 +161,14 @@ class UndeliverableStore:
 
 def _text(raw: bytes | str) -> str:
     return raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
+
+
+def _parses(raw: str) -> bool:
+    try:
+        json.loads(raw)
+    except ValueError:
+        return False
+    return True
 
 
 def _parse(raw: str) -> Stored:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import redis.asyncio as redis
 
+from bridge.core.formats import RecordFormat
 from bridge.core.health import Health, Status
 from bridge.core.metrics import Metrics
 from bridge.settings import Settings
@@ -29,6 +30,7 @@ def build_summarizer(
     *,
     cache_writes: bool = True,
     batch_cache_writes: bool = False,
+    formats: RecordFormat | None = None,
 ) -> Summarizer:
     """`cache_writes=False` keeps the summary cache read-only (`summarize` without --cache);
     `batch_cache_writes`: answers written a few ms later in batches (the service's drain)."""
@@ -43,7 +45,7 @@ def build_summarizer(
         GatewayClient(oc, http, metrics, ids),
         SummaryCache(
             client, oc.cache_ttl_s, ids, validate=validate_draft, writes=cache_writes,
-            batch_writes=batch_cache_writes,
+            batch_writes=batch_cache_writes, formats=formats,
         ),
         fallback,
         ids,
