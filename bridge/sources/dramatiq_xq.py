@@ -142,7 +142,7 @@ async def find_queues(store: aioredis.Redis, namespace: str) -> list[str]:
     """Queue names with a dead-letter sorted set `<namespace>:<queue>.XQ` (SCAN, never KEYS)."""
     head, tail = f"{namespace}:", ".XQ"
     found = set()
-    async for key in store.scan_iter(match=dead_match(namespace), count=500, _type="zset"):
+    async for key in store.scan_iter(match=dead_match(namespace), count=500):
         name = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
         if name.startswith(head) and name.endswith(tail) and len(name) > len(head) + len(tail):
             found.add(name[len(head) : -len(tail)])
