@@ -115,6 +115,8 @@ class RetentionNote(View):
     cap: int
     setting: str = Field(description="The setting that controls the cap.")
     trimmed_last_hour: int | None = Field(default=None, description="Dropped in the last hour, where counted.")
+    unit: str = Field(default="jobs", description="What `count` and `cap` measure: `jobs` (the store's size) or "
+                      "`seconds` (the age of its oldest job, for a store its job system trims by age).")
 
 
 class Overview(View):

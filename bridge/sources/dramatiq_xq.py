@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 
@@ -24,7 +24,7 @@ from bridge.core.names import as_bytes
 from bridge.core.resolves import Reason
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.mapping import Mapped, iso_from_epoch, split_error, to_int, to_raw
-from bridge.sources.watched import WatchedSet, WatchedSource
+from bridge.sources.watched import StoreCap, WatchedSet, WatchedSource
 from bridge.stores.cursor import Cursor, Position
 
 KIND = "dramatiq"
@@ -117,18 +117,29 @@ class DramatiqJudge:
 class DramatiqMapper:
     members_are_ids = True
 
-    def __init__(self, store: aioredis.Redis, namespace: str, queue: str) -> None:
+    def __init__(
+        self, store: aioredis.Redis, namespace: str, queue: str, ttl_s: float, clock: Callable[[], float]
+    ) -> None:
         self._store = store
         self._queue = queue
+        self._key = dead_key(namespace, queue)
         self._messages = dead_messages_key(namespace, queue)
-        self._source_key = f"{KIND}:{dead_key(namespace, queue)}"
+        self._source_key = f"{KIND}:{self._key}"
+        self._ttl_s = ttl_s
+        self._clock = clock
 
     def member_id(self, member: bytes) -> str:
         return member.decode("utf-8", "replace")
 
-    async def cap(self) -> None:
-        """Dramatiq drops dead messages by age (`dead_message_ttl`), never by count."""
-        return None
+    async def cap(self) -> StoreCap | None:
+        """Dramatiq drops dead messages by age (`dead_message_ttl`), never by count: the cap is the TTL,
+        and how far along it is the age of the oldest dead message (None: the queue is empty)."""
+        oldest = cast(list[tuple[bytes, float]], await self._store.zrange(self._key, 0, 0, withscores=True))
+        if not oldest:
+            return None
+        age_s = max(0, int(self._clock() - float(oldest[0][1]) / 1000))
+        setting = "the RedisBroker's dead_message_ttl (dead_message_ttl_s of [[sources.dramatiq]])"
+        return StoreCap(limit=int(self._ttl_s), setting=setting, unit="seconds", level=age_s)
 
     async def record(self, member: bytes, score: str, receipt: Receipt) -> KindRecord:
         redis_id = self.member_id(member)
@@ -169,7 +180,7 @@ def dramatiq_source(
                 store,
                 dead_key(namespace, queue),
                 Cursor(bridge, f"{name}:{queue}", lease_s=lease_s),
-                DramatiqMapper(store, namespace, queue),
+                DramatiqMapper(store, namespace, queue, dead_message_ttl_s, clock),
                 name,
                 clock,
                 DramatiqJudge(dead_message_ttl_s),
