@@ -23,8 +23,8 @@ from bridge.core.release import announcement, poses_as_next, version
 from bridge.core.urls import mask_url
 from bridge.delivery.assembly import build_delivery, build_dispatcher, build_groupers, settings_concurrency
 from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.fleet import FleetFormat
 from bridge.delivery.supervisor import DeliverySupervisor
-from bridge.drain.fleet import FleetFormat
 from bridge.drain.pipeline import Pipeline
 from bridge.settings import Settings
 from bridge.sources.build import Built, build_kind_sources
@@ -133,8 +133,9 @@ async def open_runtime(
             )
             undeliverable = UndeliverableStore(client, metrics, settings.delivery.undeliverable_max, formats)
             groupers = build_groupers(client, dispatcher, metrics, settings.delivery.lease_s, formats)
+            fleet = FleetFormat(client, formats, settings.redis.consumer_id, metrics)
             delivery = build_delivery(settings, client, dispatcher, metrics, health, undeliverable, groupers,
-                                      formats=formats)
+                                      formats=formats, fleet=fleet)
             pipeline = Pipeline(
                 source,
                 summarizer,
@@ -152,7 +153,7 @@ async def open_runtime(
                                  heartbeat_ttl_s=settings.sources.heartbeat_ttl_s,
                                  archive_max=settings.sources.archive_max),
                 memory=memory,
-                fleet=FleetFormat(client, formats, settings.redis.consumer_id, metrics),
+                fleet=fleet,
             )
             yield Runtime(
                 settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline, delivery,

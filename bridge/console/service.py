@@ -160,7 +160,8 @@ class ConsoleService:
 
     async def _store_retention(self) -> list[RetentionNote]:
         """Job-system sets near the cap their own job system trims them at (a Sidekiq dead set at
-        `dead_max_jobs`, a BullMQ failed set at its jobs' `removeOnFail`); unreadable stores are skipped."""
+        `dead_max_jobs`, a BullMQ failed set at its jobs' `removeOnFail`, a Dramatiq dead-letter queue
+        whose oldest message nears `dead_message_ttl`); unreadable stores are skipped."""
         found = []
         for name, ref in self._kinds.items():
             if not isinstance(ref.source, WatchedSource):
@@ -171,7 +172,7 @@ class ConsoleService:
                 log.debug("retention of %s not read (%s)", name, type(exc).__name__)
                 continue
             found += [RetentionNote(store=f"{ref.kind} set {fill.store} ({name})", count=fill.count,
-                                    cap=fill.cap.limit, setting=fill.cap.setting)
+                                    cap=fill.cap.limit, setting=fill.cap.setting, unit=fill.cap.unit)
                       for fill in fills if fill.cap and fill.count >= NEAR_CAP * fill.cap.limit]
         return found
 

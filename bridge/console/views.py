@@ -42,7 +42,7 @@ class SourceView(View):
     """One source: a `dead_letter:*` list (kind `list`) or a configured kind source."""
 
     source: str = Field(description="The source key (list) or the source's name (kind); the id in URLs.")
-    kind: str = Field(description="`list`, `sidekiq`, `bullmq`, `rq`, `redis_stream`, `rabbitmq` or `sqs`.")
+    kind: str = Field(description="`list`, `sidekiq`, `bullmq`, `rq`, `dramatiq`, `redis_stream`, `rabbitmq` or `sqs`.")
     queue: str = Field(description="The route's queue.")
     depth: int | None = Field(description="Dead letters waiting (None: the store could not be asked).")
     archived: int = Field(description="Entries in the bridge's archive of this source.")
@@ -115,6 +115,8 @@ class RetentionNote(View):
     cap: int
     setting: str = Field(description="The setting that controls the cap.")
     trimmed_last_hour: int | None = Field(default=None, description="Dropped in the last hour, where counted.")
+    unit: str = Field(default="jobs", description="What `count` and `cap` measure: `jobs` (the store's size) or "
+                      "`seconds` (the age of its oldest job, for a store its job system trims by age).")
 
 
 class Overview(View):

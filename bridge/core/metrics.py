@@ -33,7 +33,8 @@ class Metrics:
         )
         self.source_up = Gauge(
             "dlq_bridge_source_up",
-            "1 while a configured kind source (Sidekiq, BullMQ, RQ, stream, RabbitMQ, SQS) can be read, 0 while not",
+            "1 while a configured kind source (Sidekiq, BullMQ, RQ, Dramatiq, stream, RabbitMQ, SQS) can be read, "
+            "0 while not",
             ["source"],
             registry=r,
         )

@@ -13,6 +13,7 @@ from bridge.core.formats import RecordFormat
 from bridge.core.health import Health, Status
 from bridge.core.metrics import Metrics
 from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.fleet import FleetFormat
 from bridge.delivery.monitor import QueueMonitor
 from bridge.delivery.orphans import warn_of_orphan_sink_queues
 from bridge.delivery.send import Deliverer, Route
@@ -128,6 +129,7 @@ def build_delivery(
     groupers: Mapping[str, Grouper] | None = None,
     *,
     formats: RecordFormat | None = None,
+    fleet: FleetFormat | None = None,
 ) -> DeliverySupervisor:
     """The hand-off, one worker per configured sink, and the queue monitor (docs/design.md, section 5b).
 
@@ -159,4 +161,4 @@ def build_delivery(
     )
     monitor = QueueMonitor(list(queues.values()), metrics, health, settings.delivery.queue_stale_s)
     return DeliverySupervisor(list(workers.values()), handoff, monitor,
-                    start_up_report=lambda: warn_of_orphan_sink_queues(client, set(workers)))
+                              start_up_report=lambda: warn_of_orphan_sink_queues(client, set(workers)), fleet=fleet)

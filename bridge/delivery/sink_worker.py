@@ -142,7 +142,6 @@ class SinkWorker:
             await asyncio.gather(*tasks)
             await self._drained.wait()
             await asyncio.gather(*self._notifying, return_exceptions=True)
-            await self._downgrade()  # a graceful stop leaves nothing an older replica beside it cannot read
         finally:
             await self._cancel([*tasks, *handlers])
 
@@ -337,9 +336,9 @@ class SinkWorker:
                 await self.queue.renew([*self._in_flight, *self._to_ack, *self._acking])
             except REDIS_ERRORS as exc:
                 log.warning("sink %s: lease renewal failed (%s)", self.name, type(exc).__name__)
-            await self._downgrade()
+            await self.downgrade()
 
-    async def _downgrade(self) -> None:
+    async def downgrade(self) -> None:
         """While an older replica is live: this sink's records it cannot read, rewritten for it."""
         groups = self._grouper if isinstance(self._grouper, FleetGrouper) else None
         try:

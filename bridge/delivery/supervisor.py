@@ -11,6 +11,7 @@ from typing import Any
 
 from bridge.core.errors import REDIS_ERRORS
 from bridge.core.periodic import every
+from bridge.delivery.fleet import FleetFormat
 from bridge.delivery.monitor import QueueMonitor
 from bridge.delivery.sink_worker import ERROR_PAUSE_S, SinkWorker
 from bridge.stores.handoff import HandOff
@@ -31,8 +32,10 @@ class DeliverySupervisor:
         handoff: HandOff,
         monitor: QueueMonitor,
         start_up_report: Callable[[], Coroutine[Any, Any, object]] | None = None,
+        fleet: FleetFormat | None = None,
     ) -> None:
         self.workers = {w.name: w for w in workers}
+        self._fleet = fleet
         self.handoff = handoff
         self.monitor = monitor
         self._start_up_report = start_up_report
@@ -56,9 +59,22 @@ class DeliverySupervisor:
         finally:
             with contextlib.suppress(*REDIS_ERRORS):
                 await asyncio.shield(self.handoff.flush())
+                await asyncio.shield(self._leave_nothing_unreadable())
             for task in upkeep:
                 task.cancel()
             await asyncio.gather(*upkeep, return_exceptions=True)
+
+    async def _leave_nothing_unreadable(self) -> None:
+        """A graceful stop beside an older replica: every outbox parcel forwarded (in the format the
+        fleet writes), then every queued item and open group rewritten for the older replica
+        (bridge.delivery.downgrade), so the last newer replica leaves nothing it alone could read."""
+        if self._fleet is not None:
+            await self._fleet.refresh()  # an older replica that became ready a moment ago counts too
+        if not self.handoff.beside_older:
+            return
+        await self.handoff.sweep(0.0)
+        for worker in self.workers.values():
+            await worker.downgrade()
 
     async def wait_idle(self, poll_s: float = 0.05) -> None:
         """Until the outboxes are forwarded, every sink queue is empty with nothing in flight,

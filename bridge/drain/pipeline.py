@@ -44,8 +44,8 @@ from bridge.core.metrics import Metrics
 from bridge.core.models import Alert, DeadLetter
 from bridge.core.offloop import DeadlineExceeded, OffLoop
 from bridge.delivery.dispatch import Dispatcher
+from bridge.delivery.fleet import FleetFormat
 from bridge.delivery.supervisor import DeliverySupervisor
-from bridge.drain.fleet import FleetFormat
 from bridge.drain.quarantine import quarantine_alert, quarantine_title
 from bridge.drain.slots import Slots
 from bridge.drain.solo import SoloLane

@@ -4,7 +4,7 @@ Each runs every few seconds beside the claim loops, for all sources at once:
 
 - heartbeat: this consumer is alive (`dlq_bridge:consumer:<id>`, with its release and the record
   formats it reads), then the fleet's heartbeats say which record format to write
-  (`bridge.drain.fleet`);
+  (`bridge.delivery.fleet`);
 - rescan: new DLQs and new watched stores; the depth gauges and health checks;
 - reap: the in-flight lists of consumers whose heartbeat expired go back, the death counted
   against the suspect the dead consumer ran alone (`bridge.sources.source.reap_dead`; one pass over
@@ -25,8 +25,8 @@ from bridge.core import names
 from bridge.core.health import Health, Status
 from bridge.core.metrics import Metrics
 from bridge.core.periodic import every
+from bridge.delivery.fleet import FleetFormat
 from bridge.drain.depths import DepthView
-from bridge.drain.fleet import FleetFormat
 from bridge.settings import SourcesSettings
 from bridge.sources.kind_port import why_unreadable
 from bridge.sources.source import Forward, Source, reap_dead, recover_own

@@ -252,9 +252,10 @@ class PagerDutySinkSettings(SinkSettingsBase):
         default=True,
         description=(
             "Send `event_action: resolve` with the trigger's dedup_key when an alerted job is retried or "
-            "deleted by hand: it left a Sidekiq dead set, BullMQ failed set or RQ failed registry without "
-            "being trimmed (docs/sources.md), or it was redriven (`dlq-bridge redrive` or the console). On a "
-            "grouped sink the group's incident is resolved once every job of the group has left"
+            "deleted by hand: it left a Sidekiq dead set, BullMQ failed set, RQ failed registry or Dramatiq "
+            "dead-letter queue without being trimmed (docs/sources.md), or it was redriven (`dlq-bridge "
+            "redrive` or the console). On a grouped sink the group's incident is resolved once every job of "
+            "the group has left"
         ),
     )
 

@@ -1,4 +1,4 @@
-"""The builders of the six built-in kinds (docs/design.md, section 2b), one function per kind.
+"""The builders of the built-in kinds (docs/design.md, section 2b), one function per kind.
 
 Connection strings come from the environment variables the tables name; a missing one is a
 configuration error that names the variable, never its value. The cursors of watched stores
@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from bridge.core.errors import ConfigError
 from bridge.sources.bullmq import bullmq_source
+from bridge.sources.dramatiq_xq import dramatiq_source
 from bridge.sources.kind_plugin import KindContext
 from bridge.sources.kind_settings import (
     BullMQSourceSettings,
+    DramatiqSourceSettings,
     RabbitMQSourceSettings,
     RedisStreamSourceSettings,
     RQSourceSettings,
@@ -53,6 +55,16 @@ def rq(cfg: RQSourceSettings, ctx: KindContext) -> KindReader:
     name = cfg.source_name()
     store = ctx.store(cfg.redis_url_env, name)
     return _checked(cfg, rq_source(name, store, ctx.bridge, queues=cfg.queues, lease_s=cfg.lease_s))
+
+
+def dramatiq(cfg: DramatiqSourceSettings, ctx: KindContext) -> KindReader:
+    name = cfg.source_name()
+    store = ctx.store(cfg.redis_url_env, name)
+    source = dramatiq_source(
+        name, store, ctx.bridge, namespace=cfg.namespace, queues=cfg.queues,
+        dead_message_ttl_s=cfg.dead_message_ttl_s, lease_s=cfg.lease_s,
+    )
+    return _checked(cfg, source)
 
 
 def redis_stream(cfg: RedisStreamSourceSettings, ctx: KindContext) -> KindReader:

@@ -13,6 +13,7 @@ from bridge.sources import builders
 from bridge.sources.kind_plugin import KindPlugin, KindRegistry, KindTablesBase
 from bridge.sources.kind_settings import (
     BullMQSourceSettings,
+    DramatiqSourceSettings,
     RabbitMQSourceSettings,
     RedisStreamSourceSettings,
     RQSourceSettings,
@@ -30,6 +31,9 @@ KINDS = KindRegistry([
     KindPlugin("rq", RQSourceSettings, builders.rq,
                "`[[sources.rq]]`: RQ failed registries, watched (see docs/sources.md).",
                "rq-dashboard (or `rq requeue`) retries these jobs"),
+    KindPlugin("dramatiq", DramatiqSourceSettings, builders.dramatiq,
+               "`[[sources.dramatiq]]`: Dramatiq dead-letter queues on Redis, watched (see docs/sources.md).",
+               "dramatiq-dashboard (or `broker.enqueue` of the dead message) retries these messages"),
     KindPlugin("redis_stream", RedisStreamSourceSettings, builders.redis_stream,
                "`[[sources.redis_stream]]`: dead-letter streams, consumed (see docs/sources.md).",
                "your stream's producer re-adds these entries (XADD to the work stream)"),

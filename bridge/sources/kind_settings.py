@@ -1,4 +1,4 @@
-"""Configuration of the six built-in DLQ kinds: one array of tables per kind under `[sources]`.
+"""Configuration of the built-in DLQ kinds: one array of tables per kind under `[sources]`.
 
 Contract: docs/design.md, section 2b. Each table becomes one source; its `name` (defaulted from
 the kind and its store) names the source in metrics, `check`, receipts and the cursor keys, so
@@ -96,6 +96,26 @@ class RQSourceSettings(WatchedSettings):
 
     def default_name(self) -> str:
         return "rq"
+
+
+class DramatiqSourceSettings(WatchedSettings):
+    """`[[sources.dramatiq]]`: `<namespace>:<queue>.XQ` + `.XQ.msgs` on Dramatiq's Redis broker."""
+
+    namespace: str = Field(
+        default="dramatiq", min_length=1, pattern=r"^[A-Za-z0-9._:-]+$", description="The RedisBroker's `namespace`."
+    )
+    queues: list[str] = Field(
+        default_factory=list, description="Queues to watch; empty: every queue SCAN finds (`<namespace>:*.XQ`)."
+    )
+    dead_message_ttl_s: float = Field(
+        default=7 * 24 * 3600.0,
+        gt=0,
+        description="The RedisBroker's `dead_message_ttl` (in seconds) as the app sets it: a message that leaves "
+        "the dead-letter queue this old may be Dramatiq's own cleanup, so it resolves nothing.",
+    )
+
+    def default_name(self) -> str:
+        return "dramatiq" if self.namespace == "dramatiq" else f"dramatiq.{self.namespace}"
 
 
 class RedisStreamSourceSettings(KindSettings):

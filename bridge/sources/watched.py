@@ -44,13 +44,19 @@ class Mapper(Protocol):
 
 @dataclass(frozen=True)
 class StoreCap:
+    """Where a job system trims a set: at `limit` jobs, or (`unit` "seconds") at jobs `limit` seconds
+    old; `level` is how far along a cap by age is (the age of the oldest job, in seconds)."""
+
     limit: int
     setting: str
+    unit: str = "jobs"
+    level: int | None = None
 
 
 @dataclass(frozen=True)
 class StoreFill:
-    """How full an owner-held set is: its size, and the cap its own job system trims it at."""
+    """How full an owner-held set is: its size (or, for a cap by age, its oldest job's age), and the
+    cap its own job system trims it at."""
 
     store: str
     count: int
@@ -141,7 +147,10 @@ class WatchedSet:
         return reason
 
     async def fill(self) -> StoreFill:
-        return StoreFill(self.key, int(await self._store.zcard(self.key)), await self._mapper.cap())
+        cap = await self._mapper.cap()
+        if cap is not None and cap.level is not None:
+            return StoreFill(self.key, cap.level, cap)
+        return StoreFill(self.key, int(await self._store.zcard(self.key)), cap)
 
     async def depth(self) -> int:
         mark = await self._cursor.watermark()

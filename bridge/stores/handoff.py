@@ -44,9 +44,10 @@ from bridge.clients.batching import Batcher, flush_while_busy
 from bridge.clients.replicas import ReplicaWait
 from bridge.core import names
 from bridge.core.claimed import Claimed
-from bridge.core.formats import RecordFormat
+from bridge.core.formats import RecordFormat, format_of
 from bridge.core.items import item_id, now_ms
 from bridge.core.models import Alert
+from bridge.core.resolves import RESOLVE_PREFIX
 from bridge.stores import keys
 from bridge.stores.claims import claims_key, processing_key
 from bridge.stores.silences import SilenceFilter
@@ -225,6 +226,11 @@ class HandOff:
     def silences(self) -> SilenceFilter | None:
         return self._silences
 
+    @property
+    def beside_older(self) -> bool:
+        """True while a live replica reads only an older record format than this one."""
+        return self._formats.writes < self._formats.reads
+
     async def finish(
         self, claimed: Claimed, alert: Alert, routed_sinks: Sequence[str], *, quarantine: bool = False
     ) -> bool:
@@ -376,5 +382,17 @@ class HandOff:
             return 0
         if parcel.ms > cutoff:
             return 0
-        await self._forward([(outbox, parcel)])
+        await self._forward([(outbox, self._in_fleet_format(parcel))])
         return 1
+
+    def _in_fleet_format(self, parcel: Parcel) -> Parcel:
+        """A parcel another replica wrote in a format newer than the fleet writes now (an older replica
+        joined), forwarded in the format written now; left as it is when this replica cannot read it."""
+        found = format_of(parcel.alert)
+        if found <= self._formats.writes or found > self._formats.reads or parcel.alert.startswith(RESOLVE_PREFIX):
+            return parcel
+        try:
+            alert = Alert.model_validate_json(parcel.alert)
+        except ValueError:
+            return parcel
+        return Parcel(parcel.id, parcel.ms, parcel.sinks, self._formats.alert_json(alert))

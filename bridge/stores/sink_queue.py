@@ -132,12 +132,14 @@ end
 return out
 """
 
-# KEYS: ready, leased, items, then the ledger keys to mark. ARGV: mark value, ttl s, then the ids.
+# KEYS: ready, leased, items, newer, then the ledger keys to mark. ARGV: mark value, ttl s, then the ids.
+# (An item one replica left for a newer one while another had taken it leaves `newer` here too.)
 ACK_LUA = """
 local ids = {unpack(ARGV, 3)}
 redis.call('ZREM', KEYS[2], unpack(ids))
 redis.call('ZREM', KEYS[1], unpack(ids))
-for k = 4, #KEYS do redis.call('SET', KEYS[k], ARGV[1], 'EX', ARGV[2]) end
+redis.call('ZREM', KEYS[4], unpack(ids))
+for k = 5, #KEYS do redis.call('SET', KEYS[k], ARGV[1], 'EX', ARGV[2]) end
 return redis.call('HDEL', KEYS[3], unpack(ids))
 """
 
@@ -152,9 +154,10 @@ end
 return back
 """
 
-# KEYS: leased, newer. ARGV: id, its format. Only a leased item is left (an acked one is gone).
+# KEYS: leased, newer, items. ARGV: id, its format. Only a leased item still queued is left (an
+# acked one is gone).
 LEAVE_NEWER_LUA = """
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 and redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   redis.call('ZADD', KEYS[2], tonumber(ARGV[2]), ARGV[1])
   return 1
 end
@@ -279,7 +282,7 @@ class SinkQueue:
         """Drop delivered items (one script for a batch); `marks`: ledger keys (this sink's slot)
         set to `mark_value` for `ttl_s` in the same script."""
         if items:
-            await self._ack(keys=[*self._all, *marks], args=[mark_value, ttl_s, *items])
+            await self._ack(keys=[*self._taking, *marks], args=[mark_value, ttl_s, *items])
 
     def forward(self, pipe: Pipeline, item: str, body: str) -> None:
         """Queue `item` on a (non-transactional) pipeline: HSET, then ZADD NX (docs/design.md, section 5b).
@@ -311,7 +314,8 @@ class SinkQueue:
     async def leave_newer(self, item: str, fmt: int) -> bool:
         """Leave a leased item of record format `fmt` (newer than this replica reads) for a replica
         that reads it: out of its lease, never taken by this replica again (see module doc)."""
-        return bool(await self._leave_newer(keys=[self.keys.leased, self.keys.newer], args=[item, fmt]))
+        return bool(await self._leave_newer(keys=[self.keys.leased, self.keys.newer, self.keys.items],
+                                            args=[item, fmt]))
 
     async def newer_than(self, fmt: int) -> AsyncIterator[tuple[str, str]]:
         """(id, body) of every queued item of a record format newer than `fmt` (an HSCAN)."""

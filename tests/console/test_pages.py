@@ -86,7 +86,9 @@ class HostileService(ConsoleService):
             gateway=GatewayView(configured=True, breaker="closed", calls_per_minute=60, budget_left=42,
                                 summaries_last_hour=counts),
             undeliverable=1, active_silences=1, read_only=self.read_only, latest=[hostile_entry(self.runbook)],
-            retention=[RetentionNote(store=HOSTILE, count=9, cap=10, setting="[sources] archive_max")],
+            retention=[RetentionNote(store=HOSTILE, count=9, cap=10, setting="[sources] archive_max"),
+                       RetentionNote(store="dramatiq set dramatiq:billing.XQ (dramatiq)", count=3500, cap=3600,
+                                     setting="dead_message_ttl", unit="seconds")],
         )
 
     async def source_entries(self, source: str, offset: int = 0, limit: int = 50) -> EntryPage:
@@ -210,6 +212,7 @@ async def test_the_overview_lists_what_is_failing_now_and_groups_newest_first() 
     assert "/console/group?sink=slack&amp;key=" in latest, "the entry's open group is linked"
     banner = html.split('id="retention"', 1)[1].split("</section>", 1)[0]
     assert "9 of 10" in banner and "[sources] archive_max" in banner and "&lt;script&gt;" in banner
+    assert "3500 of 3600 seconds (the age of the oldest)" in banner, "a store trimmed by age says so"
 
 
 async def test_read_only_mode_shows_no_token_box_and_no_action_button() -> None:

@@ -163,6 +163,33 @@ def rq_failed_registry(redis_url: str, queue: str, action: str, *job_ids: str) -
         client.close()
 
 
+# --- Dramatiq: a Worker running an actor that raises, on the RedisBroker (PyPI dramatiq) ------
+
+
+def dramatiq_missing() -> str | None:
+    if importlib.util.find_spec("dramatiq") is None:
+        return f"dramatiq: the `dramatiq` package is not installed ({INSTALL_HINT}: pip extra `test`)"
+    return None
+
+
+def _dramatiq(*args: str) -> str:
+    command = [sys.executable, "-m", "tests.producers.dramatiq_jobs", *args]
+    done = subprocess.run(command, cwd=ROOT, check=True, timeout=120, capture_output=True, text=True)
+    return done.stdout
+
+
+def produce_dramatiq(redis_url: str, queue: str, count: int, *, retries: int = 0, age_s: float = 0.0) -> list[str]:
+    """Dead-letter `count` messages with a real Dramatiq Worker; their message ids, in order of death.
+    `age_s`: the broker's clock runs that far behind (the message died that long ago)."""
+    options = ["--retries", str(retries), "--age-s", str(age_s)]
+    return _dramatiq("produce", redis_url, queue, str(count), *options).split()
+
+
+def dramatiq_dead_queue(redis_url: str, queue: str, action: str, *args: str) -> None:
+    """`requeue` / `delete` dead messages by message id, or `maintain` with a dead_message_ttl (ms)."""
+    _dramatiq(action, redis_url, queue, *args)
+
+
 # --- Celery on RabbitMQ: a task raising, rejected into a dead-letter exchange -----------------
 
 

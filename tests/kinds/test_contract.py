@@ -315,6 +315,33 @@ class TestRQ(WatchedKind):
         self.sync_redis.xadd("rq:results:j1", {"type": "2", "exc_string": "eJzzSM3JyVcozy/KSQEAGgQEXQ==!!"})
 
 
+class TestDramatiq(WatchedKind):
+    expected_queue = "billing"
+    expected_job_name = "charge_card"
+    expected_error_class = "CardDeclined"
+    expected_error_text = "card declined for order"
+    expected_attempts = 2  # one retry (Retries middleware, max_retries = 1), then the dead-letter queue
+
+    def missing(self) -> str | None:
+        return producers.dramatiq_missing()
+
+    async def produce(self, count: int) -> list[str] | None:
+        return await asyncio.to_thread(producers.produce_dramatiq, self.redis_url, "billing", count, retries=1)
+
+    async def reader(self, consumer: str) -> KindReader:
+        from bridge.sources.dramatiq_xq import dramatiq_source
+
+        return dramatiq_source("dramatiq", self.client(), self.client(), lease_s=LEASE_S, clock=self.now)
+
+    def dump(self) -> Any:
+        keys = sorted(k for k in self.sync_redis.scan_iter("dramatiq:*") if not k.startswith(b"dramatiq:__"))
+        return {k: self.sync_redis.dump(k) for k in keys}
+
+    async def inject_garbage(self) -> None:
+        self.sync_redis.zadd("dramatiq:junk.XQ", {"r1": 1.0})
+        self.sync_redis.hset("dramatiq:junk.XQ.msgs", "r1", b"\xff{ not json")
+
+
 # --- consumable kinds ------------------------------------------------------------------------
 
 

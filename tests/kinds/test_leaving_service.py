@@ -308,3 +308,34 @@ class TestResolveOff(BullMQKind):
         await asyncio.sleep(SETTLE_S)
         assert self.events("resolve") == []
         assert not list(self.sync_redis.scan_iter("dlq_bridge:cursor:*:held*")), "nothing held without a resolver"
+
+
+class TestDramatiqLeaving(LeavingService):
+    kind = "dramatiq"
+    ttl_s: ClassVar[int] = 3600  # the broker's dead_message_ttl, as the app sets it and the table says
+
+    def missing(self) -> str | None:
+        return producers.dramatiq_missing()
+
+    def table(self) -> dict[str, Any]:
+        return {"queues": ["billing"], "dead_message_ttl_s": self.ttl_s}
+
+    def produce(self, count: int) -> None:
+        if count == 4:  # the oldest died two TTLs ago: the broker's maintenance will drop it
+            producers.produce_dramatiq(self.redis_url, "billing", 1, age_s=2 * self.ttl_s)
+            count -= 1
+        producers.produce_dramatiq(self.redis_url, "billing", count)
+
+    def in_store(self) -> list[str]:
+        redis_ids = [m.decode() for m in self.sync_redis.zrange("dramatiq:billing.XQ", 0, -1)]
+        bodies = self.sync_redis.hmget("dramatiq:billing.XQ.msgs", redis_ids) if redis_ids else []
+        return [json.loads(body)["message_id"] for body in bodies if body]
+
+    def retry(self, job_id: str) -> None:
+        producers.dramatiq_dead_queue(self.redis_url, "billing", "requeue", job_id)
+
+    def delete(self, job_id: str) -> None:
+        producers.dramatiq_dead_queue(self.redis_url, "billing", "delete", job_id)
+
+    def trim_oldest(self, alive: int) -> None:
+        producers.dramatiq_dead_queue(self.redis_url, "billing", "maintain", str(self.ttl_s * 1000))

@@ -45,6 +45,19 @@ def test_check_lists_each_kind_source_with_its_depth(
     assert {r["status"] for r in rows.values()} == {"ok"}
 
 
+async def test_check_lists_a_dramatiq_source_with_its_depth_and_a_refusing_broker_redis(
+    tmp_path: Path, redis_url: str, clean_redis: redis.Redis
+) -> None:
+    clean_redis.zadd("dramatiq:billing.XQ", {"r1": 1.0, "r2": 2.0})
+    down = '[[sources.dramatiq]]\nname = "dramatiq.down"\nredis_url_env = "DRAMATIQ_DOWN_URL"\n'
+    env = clean_env(DRAMATIQ_DOWN_URL="redis://127.0.0.1:9/0")
+    done = await cli(config(tmp_path, redis_url, "[[sources.dramatiq]]\n", down), "check", "--json", env=env)
+    rows = {r["target"]: r for r in json.loads(done.out) if r["component"] == "source"}
+    assert rows["dramatiq dramatiq"]["status"] == "ok" and rows["dramatiq dramatiq"]["detail"] == "depth 2"
+    assert rows["dramatiq dramatiq.down"]["status"] == "FAIL", rows["dramatiq dramatiq.down"]
+    assert "127.0.0.1:9/" not in done.out, "the URL of the broker's Redis is never shown"
+
+
 RABBIT = '[[sources.rabbitmq]]\nurl_env = "AMQP_URL"\nqueue = "orders.dlq"\n'
 
 

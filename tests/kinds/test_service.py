@@ -296,6 +296,27 @@ class TestRQService(KindService):
         return {k: self.sync_redis.dump(k) for k in keys if self.sync_redis.type(k) != b"string"}
 
 
+class TestDramatiqService(KindService):
+    kind = "dramatiq"
+    owner_held = True
+    expected_queue = "billing"
+    expected_job_name = "charge_card"
+    error_text = "card declined for order"
+
+    def missing(self) -> str | None:
+        return producers.dramatiq_missing()
+
+    def table(self) -> dict[str, Any]:
+        return {"queues": ["billing"], "lease_s": self.lease_s}
+
+    def produce(self, count: int) -> None:
+        producers.produce_dramatiq(self.redis_url, "billing", count, retries=1)
+
+    def dump(self) -> Any:
+        keys = sorted(k for k in self.sync_redis.scan_iter("dramatiq:*") if not k.startswith(b"dramatiq:__"))
+        return {k: self.sync_redis.dump(k) for k in keys}
+
+
 # --- consumable kinds ------------------------------------------------------------------------
 
 

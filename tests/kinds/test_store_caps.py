@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 from bridge.console.service import ConsoleService, KindRef
 from bridge.settings import Settings
 from bridge.sources.bullmq import bullmq_source, remove_on_fail
+from bridge.sources.dramatiq_xq import dramatiq_source
 from bridge.sources.sidekiq import sidekiq_source
 from bridge.sources.watched import WatchedSource
 from tests.kinds import producers
@@ -66,3 +67,20 @@ async def test_a_sidekiq_dead_set_at_dead_max_jobs_is_shown(
     [note] = await retention(make_settings, aredis, "sidekiq", source)
     assert (note["count"], note["cap"]) == (3, 3)
     assert note["store"].startswith("sidekiq set dead") and "dead_max_jobs" in note["setting"]
+
+
+async def test_a_dramatiq_dead_letter_queue_whose_oldest_nears_dead_message_ttl_is_shown(
+    make_settings: Callable[..., Settings], redis_url: str, aredis: aioredis.Redis
+) -> None:
+    """Dramatiq drops dead messages by age only: the banner shows the oldest one's age against the TTL."""
+    missing = producers.dramatiq_missing()
+    if missing:
+        pytest.skip(missing)
+    source = dramatiq_source("dq", aredis, aredis, queues=["billing"], dead_message_ttl_s=3600)
+    await asyncio.to_thread(producers.produce_dramatiq, redis_url, "billing", 1, age_s=1800)
+    assert await retention(make_settings, aredis, "dramatiq", source) == [], "half its TTL old"
+
+    await asyncio.to_thread(producers.produce_dramatiq, redis_url, "billing", 1, age_s=3400)
+    [note] = await retention(make_settings, aredis, "dramatiq", source)
+    assert note["unit"] == "seconds" and note["cap"] == 3600 and 3400 <= note["count"] < 3600
+    assert "dramatiq:billing.XQ" in note["store"] and "dead_message_ttl" in note["setting"]
