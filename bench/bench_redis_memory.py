@@ -13,6 +13,7 @@ bytes per item, and what bounds the family. docs/design.md, section 6 quotes the
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import re
@@ -35,6 +36,9 @@ FAMILIES = [
     ("archived entry", r"^dlq_bridge:alerted:", "sources.archive_max per DLQ (LTRIM)"),
     ("entry record", r"^dlq_bridge:entries:\{[^}]*\}$", "sources.archive_max per source, with the archive"),
     ("entry index", r"^dlq_bridge:entries:\{[^}]*\}:index$", "sources.archive_max per source, with the archive"),
+    ("search index", r"^dlq_bridge:entries:\{[^}]*\}:(by:|facets|queues|indexed|jobs|acted)",
+     "the records kept (sources.archive_max), trimmed every minute by the upkeep"),
+    ("search registry", r"^dlq_bridge:search:indexed$", "one member per indexed source"),
     ("hand-off stats", r"^dlq_bridge:stats:", "one hash per source and minute, 2 h TTL"),
     ("ledger key", r"^dlq_bridge:delivered:", "delivery.ledger_ttl_s (7 days)"),
     ("group state", r"^dlq_bridge:group:\{[^}]*\}:state:", "closed after delivery.group window; one per cause"),
@@ -106,6 +110,19 @@ def drained(client: redis.Redis, queues: int, jobs: int) -> bool:
     return alerted >= queues + jobs and queued == 0 and outbox == 0
 
 
+async def index_for_search(url: str, sources: list[str]) -> None:
+    """Build the console's search index of what was handed off, as a first search does."""
+    import redis.asyncio as aioredis
+
+    from bridge.stores.search_index import SearchIndex
+
+    client = aioredis.Redis.from_url(url)
+    try:
+        await SearchIndex(client).refresh(sources)
+    finally:
+        await client.aclose()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entries", type=int, default=2000)
@@ -124,7 +141,7 @@ def main() -> int:
         port = _free_port()
         receiver = Receiver()
         config.write_text(f'[server]\nport = {port}\n[redis]\nurl = "{server.url}"\nconsumer_id = "bench-memory"\n'
-                          "[[sources.sidekiq]]\n"
+                          '[[sources.sidekiq]]\nname = "sidekiq"\n'
                           '[[sinks]]\nname = "console"\ntype = "console"\n'
                           f'[[sinks]]\nname = "hooks"\ntype = "webhook"\nurl = "{receiver.url}/hook"\n'
                           'secret = "bench-secret"\n'
@@ -147,6 +164,7 @@ def main() -> int:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
             receiver.stop()
+        asyncio.run(index_for_search(server.url, ["dead_letter:emails", "sidekiq"]))
         after = int(client.info("memory")["used_memory"])
         print(f"redis memory: {args.entries} list entries + {args.jobs} Sidekiq jobs, errors of {args.error_bytes} B,"
               " console, webhook, Slack and PagerDuty sinks (one local receiver);"
@@ -174,16 +192,17 @@ def main() -> int:
 
 
 class Receiver:
-    """One receiver on loopback for the webhook (204), Slack (200 ok) and PagerDuty (202) sinks."""
+    """One receiver on loopback for the webhook (204), Slack (200 ok) and PagerDuty (202) sinks;
+    `extra`: more paths and their (status, body), e.g. a sink that is down."""
 
-    def __init__(self) -> None:
+    def __init__(self, extra: dict[str, tuple[int, bytes]] | None = None) -> None:
         import http.server
         import threading
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status, body = {"/slack": (200, b"ok"), "/pd": (202, b'{"status": "success"}')}.get(
+                status, body = {"/slack": (200, b"ok"), "/pd": (202, b'{"status": "success"}'), **(extra or {})}.get(
                     self.path, (204, b""))
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(body)))

@@ -46,7 +46,7 @@ class SinkSettingsBase(Section):
     )
 
     group_members_max: int = Field(
-        default=1000, ge=20,
+        default=200, ge=20,
         description="Jobs an open group keeps by name (its samples, the jobs a notification still has to list, "
         "the jobs a resolve must match); older ones are counted, not kept, so a failure that never stops "
         "holds a fixed size in Redis (docs/design.md, section 5b)",
