@@ -13,7 +13,8 @@ compares the memory model (`bridge.stores.footprint`) with what the bridge's key
 
   python bench/bench_soak.py --minutes 30 --rate 25          # docs/benchmarks.md, "Soak"
   python bench/bench_soak.py --minutes 3 --rate 25           # a quick look
-  PYTHONPATH=/path/to/other/checkout python bench/bench_soak.py ...   # the same load on another release
+  python bench/bench_soak.py --bridge-path /path/to/other/checkout --group-members-max 0 ...
+                                      # the same load on a release before group_members_max (0: not set)
 """
 
 from __future__ import annotations
@@ -185,6 +186,11 @@ class Producer:
 
 
 def config(args: argparse.Namespace, redis_url: str, port: int, receiver: str) -> str:
+    text = _config(args, redis_url, port, receiver)
+    return text if args.group_members_max else text.replace("group_members_max = 0\n", "")
+
+
+def _config(args: argparse.Namespace, redis_url: str, port: int, receiver: str) -> str:
     return f"""[server]
 port = {port}
 [redis]
@@ -304,6 +310,7 @@ def main() -> int:
     parser.add_argument("--undeliverable-max", type=int, default=200)
     parser.add_argument("--group-members-max", type=int, default=200)
     parser.add_argument("--repeat-interval-s", type=float, default=300.0)
+    parser.add_argument("--bridge-path", default="", help="run the bridge of this checkout (default: this one)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="dlqb-soak-"))
     server = EmbeddedRedis(work / "redis", _free_port(), appendonly=False)
@@ -313,10 +320,12 @@ def main() -> int:
     port = _free_port()
     (work / "bridge.toml").write_text(config(args, server.url, port, receiver.url))
     env = {k: v for k, v in os.environ.items() if not k.startswith("DLQ_BRIDGE_")}
+    if args.bridge_path:
+        env["PYTHONPATH"] = args.bridge_path
     env["DLQ_BRIDGE_CONSOLE_TOKEN"] = "soak-console-token-0123456789"
     log = (work / "bridge.log").open("wb")
     proc = subprocess.Popen([sys.executable, "-m", "bridge", "--config", str(work / "bridge.toml"), "run"],
-                            cwd=os.environ.get("DLQ_BRIDGE_SOAK_CWD", ROOT), env=env, stdout=subprocess.DEVNULL,
+                            cwd=args.bridge_path or ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=log)
     producer = Producer(client, args)
     samples: list[Sample] = []

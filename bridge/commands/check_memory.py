@@ -22,8 +22,6 @@ from bridge.stores import footprint
 from bridge.stores.archive import QUARANTINE_MATCH, Archive, quarantine_depth
 
 OK, FAIL, WARN = "ok", "FAIL", "warn"
-PLAN_SHARE = 0.7  # warn when the projection passes this share of maxmemory (the alert fires at 85 %)
-PLAN_DAYS = 30
 
 
 async def check_redis_memory(settings: Settings, probe_s: float) -> list[tuple[str, str, str, str]]:
@@ -52,18 +50,17 @@ async def check_redis_memory(settings: Settings, probe_s: float) -> list[tuple[s
 
 def plan_row(settings: Settings, nodes: list[NodeMemory], sources: int, last_hour: int) -> tuple[str, str]:
     """The projection after PLAN_DAYS at the last hour's rate; warn past PLAN_SHARE of maxmemory."""
-    per_day = last_hour * 24.0
-    load = footprint.Load(per_day=per_day, sources=max(sources, 1))
-    kept = settings.retention()
-    parts = footprint.project(load, kept, PLAN_DAYS)
+    days, share = footprint.PLAN_DAYS, footprint.PLAN_SHARE
+    per_day, kept = last_hour * 24.0, settings.retention()
+    parts = footprint.plan(per_day, sources, kept)
     need = footprint.total(parts)
     biggest = max(parts, key=lambda p: p.bytes)
     detail = (f"{per_day / 86_400:.2f} dead letters/s over {sources} sources (the last hour): about "
-              f"{footprint.mb(need)} after {PLAN_DAYS} days, most in {biggest.name} ({footprint.mb(biggest.bytes)}, "
+              f"{footprint.mb(need)} after {days} days, most in {biggest.name} ({footprint.mb(biggest.bytes)}, "
               f"{biggest.bound}); a sink failing for good adds up to {footprint.mb(footprint.worst_case_extra(kept))}")
     limit = sum(n.maxmemory for n in nodes) if all(n.maxmemory for n in nodes) else 0
-    if limit and need > PLAN_SHARE * limit:
-        return WARN, (f"{detail}: more than {PLAN_SHARE:.0%} of maxmemory {footprint.mb(limit)}; raise maxmemory "
+    if limit and need > share * limit:
+        return WARN, (f"{detail}: more than {share:.0%} of maxmemory {footprint.mb(limit)}; raise maxmemory "
                       "or lower sources.archive_max / delivery.ledger_ttl_s (docs/operations.md, \"Redis memory: "
                       "planning\")")
     return OK, detail

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DAY_S = 86_400.0
+PLAN_DAYS = 30  # `check` and the console project this far at the last hour's rate
+PLAN_SHARE = 0.7  # and warn past this share of maxmemory (the memory alert fires at 85 %)
 CLOSED_GROUP_DAYS = 7.0  # a closed group's keys expire 7 days after closing (stores/groups.CLOSED_TTL_S)
 STATS_MINUTES = 120  # hand-off stats: one hash per source and minute, 2 h
 
@@ -79,6 +81,11 @@ def project(load: Load, kept: Retention, days: float) -> list[Part]:
         Part("hand-off stats", load.sources * STATS_MINUTES * STATS_B, "2 h"),
         Part("summary cache", summaries * SUMMARY_B, "openclaw.cache_ttl_s"),
     ]
+
+
+def plan(per_day: float, sources: int, kept: Retention) -> list[Part]:
+    """`project` for PLAN_DAYS at `per_day` over `sources` (at least one), the other loads at their defaults."""
+    return project(Load(per_day=per_day, sources=max(sources, 1)), kept, PLAN_DAYS)
 
 
 def total(parts: list[Part]) -> float:

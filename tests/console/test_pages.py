@@ -28,6 +28,7 @@ from bridge.console.views import (
     GroupSummaryView,
     GroupView,
     Link,
+    MemoryPlanView,
     Overview,
     RetentionNote,
     SilenceMatchers,
@@ -87,6 +88,8 @@ class HostileService(ConsoleService):
                                 summaries_last_hour=counts),
             undeliverable=1, active_silences=1, read_only=self.read_only, latest=[hostile_entry(self.runbook)],
             retention=[RetentionNote(store=HOSTILE, count=9, cap=10, setting="[sources] archive_max")],
+            memory_plan=MemoryPlanView(per_second=10.0, days=30, projected_bytes=900_000_000, largest=HOSTILE,
+                                       maxmemory_bytes=1_000_000_000, warn=True, share=0.7),
         )
 
     async def source_entries(self, source: str, offset: int = 0, limit: int = 50) -> EntryPage:
@@ -210,6 +213,10 @@ async def test_the_overview_lists_what_is_failing_now_and_groups_newest_first() 
     assert "/console/group?sink=slack&amp;key=" in latest, "the entry's open group is linked"
     banner = html.split('id="retention"', 1)[1].split("</section>", 1)[0]
     assert "9 of 10" in banner and "[sources] archive_max" in banner and "&lt;script&gt;" in banner
+    plan = html.split('id="memory-plan"', 1)[1].split("</section>", 1)[0]
+    assert "10.00 dead letters a second" in plan and "<b>900 MB</b>" in plan and "90 % of maxmemory (1,000 MB)" in plan
+    assert "more than 70 %" in plan and "&lt;script&gt;" in plan
+    assert 'role="alert"' in html.split('id="memory-plan"')[0][-60:], "past the share: a banner"
 
 
 async def test_read_only_mode_shows_no_token_box_and_no_action_button() -> None:
