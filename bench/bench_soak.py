@@ -42,7 +42,8 @@ from bridge.clients.embedded import EmbeddedRedis
 from bridge.stores import footprint
 
 ROOT = Path(__file__).resolve().parents[1]
-GROWTH = 1.10  # a pattern whose items grew more than this over the run's second half "grows"
+GROWTH = 1.10  # a pattern of the bridge's whose items in keys without a TTL grew more than this
+GROWTH_MIN = 50  # (and by at least this many) over the run's second half "grows"
 
 # Key name → pattern: the parts that vary per job, entry, cause or word become `*`.
 PATTERNS = [
@@ -266,12 +267,14 @@ def report(args: argparse.Namespace, samples: list[Sample], counts: list[Census]
     flagged = []
     for name in sorted(set(counts[-1].keys) | set(mid.keys)):
         a, m, z = counts[0], mid, counts[-1]
-        grows = z.items_no_ttl[name] > GROWTH * max(m.items_no_ttl[name], 1)
+        grows = (name.startswith("dlq_bridge:") and z.items_no_ttl[name] > GROWTH * m.items_no_ttl[name]
+                 and z.items_no_ttl[name] - m.items_no_ttl[name] >= GROWTH_MIN)
         flagged += [name] if grows else []
         print(f"{'GROWS ' if grows else '      '}{name[:60]:<60} {a.keys[name]:>5}/{a.items[name]:<7} "
               f"{m.keys[name]:>5}/{m.items[name]:<7} {z.keys[name]:>5}/{z.items[name]:<7} "
               f"{z.items_no_ttl[name]:>7} {z.biggest[name]:>6}")
-    print(f"\npatterns whose keys without a TTL grew more than {GROWTH - 1:.0%} over the second half: {len(flagged)}"
+    print(f"\nthe bridge's patterns whose keys without a TTL grew by more than {GROWTH - 1:.0%} (and {GROWTH_MIN} items) "
+          f"over the second half: {len(flagged)}"
           + (": " + ", ".join(flagged) if flagged else ""))
     model(args, client, elapsed, causes)
 
