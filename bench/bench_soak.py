@@ -219,7 +219,7 @@ group_by = "fingerprint"
 group_interval_s = 30
 repeat_interval_s = {args.repeat_interval_s}
 group_members_max = {args.group_members_max}
-messages_per_second = 5
+messages_per_second = 50
 [[sinks]]
 name = "slack-down"
 type = "slack"

@@ -98,7 +98,7 @@ async def test_a_webhook_still_gets_every_job_once_when_its_groups_are_trimmed(a
             listed += [j.job_id for note in await deliver_all(grouper) for j in note.jobs]
     assert listed == [f"job-{n}" for n in range(300)]
     named, _details, _gone = await group_size(aredis, hook.name, "queue:orders")
-    assert named <= TOO_MANY
+    assert named <= TOO_MANY + 15, "the cap, and the jobs added since the last page"
 
 
 async def test_a_long_open_resolving_group_resolves_exactly_when_its_last_job_leaves(aredis: aioredis.Redis) -> None:
@@ -136,3 +136,37 @@ async def test_a_resolving_group_that_must_forget_jobs_still_waiting_no_longer_r
     assert named == CAP
     for n in range(TOO_MANY + 1):
         assert await grouper.left(group, recurring(n).idempotency_key) is None
+
+
+async def test_a_sink_down_for_good_closes_the_groups_of_causes_that_stopped(aredis: aioredis.Redis) -> None:
+    """Without this, a sink that never answers keeps every group it ever opened: one per cause, for ever."""
+    clock, sink = Clock(), slack(repeat_interval_s=600)
+    grouper = Grouper(aredis, sink, clock)
+    for cause in range(5):  # five failures, each recurring for a minute, then never again
+        for n in range(6):
+            await grouper.add(make_alert(queue="orders", job_id=f"c{cause}-{n}", fingerprint=f"fp-{cause}"))
+            clock.advance(10)
+    for minute in range(15):  # one failure goes on; every notification fails
+        await grouper.add(make_alert(queue="orders", job_id=f"still-{minute}", fingerprint="fp-still"))
+        for note in await grouper.claim_due(20):
+            await grouper.record(note, delivered=False)
+        clock.advance(60)
+    assert await grouper.open_groups() == 1, "only the failure still recurring keeps its group open"
+    closed = keys.group(sink.name, grouper.key_for(make_alert(queue="orders", fingerprint="fp-0")))
+    assert 0 < await aredis.ttl(closed) <= 7 * 24 * 3600
+
+
+async def test_a_webhook_gets_every_job_of_a_burst_larger_than_the_cap(aredis: aioredis.Redis) -> None:
+    clock = Clock()
+    hook = WebhookSinkSettings(name="hook", type="webhook", url="http://127.0.0.1:9/h", secret="s3",
+                               group_by="queue", group_members_max=CAP)
+    grouper = Grouper(aredis, hook, clock)
+    for n in range(700):  # all within group_wait
+        await grouper.add(recurring(n))
+    clock.advance(10)
+    listed = [j.job_id for _ in range(3) for note in await deliver_all(grouper) for j in note.jobs]
+    assert listed == [f"job-{n}" for n in range(700)]
+    for n in range(700, 760):
+        await grouper.add(recurring(n))
+    named, _details, _gone = await group_size(aredis, hook.name, "queue:orders")
+    assert named <= TOO_MANY + 60, "once sent, the burst is trimmed away"

@@ -9,19 +9,21 @@ Each runs on the sink's `{<sink>}` slot; the key and argument lists are given ab
 # (on a resolving sink, only those already gone), then, if still over, the oldest of the
 # rest (a resolving sink's job not yet gone counts in `unmatched`: that group no longer
 # resolves on leaving). The last SAMPLES always stay, and so do the SAMPLES the next
-# notification lists first. The rest is renumbered 1..n, so
-# `count`, `notified` and `claim_count` stay ranks in the jobs set, as release 0.1.0 reads
-# them; `dropped` counts the jobs no longer named (total = count + dropped). A delivered
+# notification lists first. A sink that gets every job (a webhook, `unsent_max` > 0) also keeps
+# up to `unsent_max` jobs no notification covered yet, beyond the cap: its next pages list them.
+# The rest is renumbered 1..n, so `count`, `notified` and `claim_count` stay ranks in the jobs
+# set, as release 0.1.0 reads them; `dropped` counts the jobs no longer named (total = count + dropped). A delivered
 # notification records `notified_total` (the jobs it covered, named or not) and `notified_seq`,
 # so the next one says how many are new (CLAIM_LUA, NOTIFIED_LUA).
 TRIM_LUA = """
-local function trim(h, jobs, details, gone, cap, resolving)
+local function trim(h, jobs, details, gone, cap, resolving, unsent_max)
   local kept = redis.call('ZCARD', jobs)
-  if kept <= cap + math.floor(cap / 2) then return end
   local notified = tonumber(redis.call('HGET', h, 'notified') or '0')
+  local backlog = math.min(math.max(kept - notified, 0), unsent_max)
+  if kept <= cap + math.floor(cap / 2) + backlog then return end
   local claimed = tonumber(redis.call('HGET', h, 'claim_count') or '-1')
   local all = redis.call('ZRANGE', jobs, 0, -1)
-  local last, excess, picked, victims = kept - 10, kept - cap, {}, {}
+  local last, excess, picked, victims = kept - 10, kept - cap - backlog, {}, {}
   for r = 1, math.min(notified, last) do
     if #victims >= excess then break end
     if not resolving or redis.call('SISMEMBER', gone, all[r]) == 1 then
@@ -57,7 +59,8 @@ end
 
 # KEYS: due, group, jobs, job details, queues, facets, gone, then the same six of the previous group
 # ARGV: group key, member, job JSON, queue, now, severity rank, first alert JSON,
-#       group_wait, group_interval, job name, kind, most jobs named (cap), resolving sink (1/0)
+#       group_wait, group_interval, job name, kind, most jobs named (cap), resolving sink (1/0),
+#       jobs not yet notified kept beyond the cap (a webhook's pages; 0 for people)
 ADD_LUA = TRIM_LUA + """
 local due, h, jobs, details, queues, facets = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local g, member, now = ARGV[1], ARGV[2], tonumber(ARGV[5])
@@ -79,7 +82,7 @@ redis.call('HINCRBY', facets, 'j:' .. ARGV[10], 1)
 redis.call('HINCRBY', facets, 'k:' .. ARGV[11], 1)
 redis.call('HSETNX', facets, 'f:' .. ARGV[4], ARGV[5])
 redis.call('HSET', facets, 'l:' .. ARGV[4], ARGV[5])
-trim(h, jobs, details, KEYS[7], tonumber(ARGV[12]), ARGV[13] == '1')
+trim(h, jobs, details, KEYS[7], tonumber(ARGV[12]), ARGV[13] == '1', tonumber(ARGV[14]))
 count = tonumber(redis.call('HGET', h, 'count'))
 local rank = tonumber(ARGV[6])
 if count == 1 then
@@ -141,13 +144,22 @@ return {f[1], f[2], f[3], f[4], f[5], f[6] or '', f[7], f[8],
 # KEYS: due, group, jobs, job details, queues, facets, gone
 # ARGV: group key, token, delivered (1/0), now, sequence, group_interval,
 #       repeat_interval, kind, closed ttl
+# Not delivered: due again after group_interval, unless no job came for repeat_interval: then the
+# group closes undelivered (its notification is in the undeliverable records), so a sink that is
+# down for good holds the groups of the causes still recurring, not of every cause it ever saw.
 NOTIFIED_LUA = """
 local due, h, g, now = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[4])
 if redis.call('HGET', h, 'lease') ~= ARGV[2] then return 0 end
 redis.call('HDEL', h, 'lease')
 if ARGV[3] ~= '1' then
-  redis.call('ZADD', due, now + tonumber(ARGV[6]), g)
-  return 1
+  if now - tonumber(redis.call('HGET', h, 'last_seen') or ARGV[4]) < tonumber(ARGV[7]) then
+    redis.call('ZADD', due, now + tonumber(ARGV[6]), g)
+    return 1
+  end
+  redis.call('ZREM', due, g)
+  redis.call('HSET', h, 'closed_at', ARGV[4])
+  for i = 2, 7 do redis.call('EXPIRE', KEYS[i], tonumber(ARGV[9])) end
+  return 2
 end
 local claimed = tonumber(redis.call('HGET', h, 'claim_count'))
 local count = tonumber(redis.call('HGET', h, 'count'))

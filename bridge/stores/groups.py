@@ -80,6 +80,7 @@ SAMPLES = 10
 SUMMARY_FIELDS = (  # `GroupReader.summary`; the last two: jobs no longer named, jobs notified in all
     "count", "notified", "first_seen", "last_seen", "severity", "first", "dropped", "notified_total")
 JOBS_PER_EVENT = 500
+UNSENT_MAX = 20 * JOBS_PER_EVENT  # jobs a webhook's group keeps for its next pages beyond group_members_max
 CLOSED_TTL_S = 7 * 24 * 3600
 
 
@@ -176,6 +177,7 @@ class Grouper:
             group, alert.idempotency_key, job, dl.queue, repr(now),
             alert.severity.rank, alert.model_dump_json(), s.group_wait_s, s.group_interval_s,
             dl.job_name or "", dl.source_kind or "list", s.group_members_max, int(self._resolving),
+            UNSENT_MAX if self._page else 0,
         ]
         both = self._keys(group) + self._keys(group, previous=True)[1:]
         added = int(await self._add(keys=both, args=args))  # 2: it opened a new group
@@ -221,7 +223,8 @@ class Grouper:
         Delivered: the group's next timer starts (group_interval when it grew
         meanwhile, else repeat_interval; after a repeat the group closes).
         Not delivered (undeliverable): nothing is marked sent; the group is due
-        again after group_interval, with whatever it gained by then.
+        again after group_interval, with whatever it gained by then, unless no job came for
+        repeat_interval: then it closes undelivered (the undeliverable records hold its notification).
         """
         n, s = notification, self.settings
         args: list[str | int | float] = [
