@@ -73,3 +73,13 @@ def test_the_defaults_keep_a_month_at_10_per_second_within_1_gb() -> None:
     for kept, sources in ((console_only, 20), (readme, 10)):
         need = footprint.total(footprint.project(footprint.Load(per_day=per_day, sources=sources), kept, 30))
         assert need < 1e9, (sources, need)
+
+
+def test_the_plan_counts_the_causes_the_open_groups_show() -> None:
+    """A failure a minute keeps ~240 groups open per grouping sink (4 h each): the plan sizes the
+    groups for 1,440 causes a day, not the quiet default of 50."""
+    kept = Settings(sinks=[{"name": "slack-ops", "type": "slack", "url": "http://127.0.0.1:9/s"}]).retention()
+    quiet = footprint.plan(864_000, 5, kept)
+    busy = footprint.plan(864_000, 5, kept, open_groups=240)
+    groups = {p.name: p.bytes for p in quiet}["groups"], {p.name: p.bytes for p in busy}["groups"]
+    assert groups[1] == pytest.approx(groups[0] * 1440 / 50, rel=0.01)

@@ -20,6 +20,7 @@ from bridge.commands.common import open_redis, redis_target
 from bridge.settings import Settings
 from bridge.stores import footprint
 from bridge.stores.archive import QUARANTINE_MATCH, Archive, quarantine_depth
+from bridge.stores.groups import GroupReader
 
 OK, FAIL, WARN = "ok", "FAIL", "warn"
 
@@ -31,6 +32,8 @@ async def check_redis_memory(settings: Settings, probe_s: float) -> list[tuple[s
             nodes = await asyncio.wait_for(read_memory(client), probe_s)
             quarantined = await asyncio.wait_for(quarantine_depth(client), probe_s)
             sources, last_hour = await asyncio.wait_for(Archive(client).handed_off(time.time()), probe_s)
+            grouped = [s.name for s in settings.effective_sinks() if s.group_by != "none"]
+            open_groups = max([await GroupReader(client, name).open_count() for name in grouped], default=0)
     except Exception:  # the bridge's Redis: already reported by its own row
         return []
     if not nodes:
@@ -39,7 +42,7 @@ async def check_redis_memory(settings: Settings, probe_s: float) -> list[tuple[s
     rows = [("redis memory", target, *_policy_row(nodes, settings.redis.allow_eviction))]
     rows += [("redis memory", n.node or target, FAIL, f"{OUT_OF_MEMORY} ({describe(n)}): writes are refused")
              for n in nodes if n.full]
-    rows.append(("redis memory plan", target, *plan_row(settings, nodes, sources, last_hour)))
+    rows.append(("redis memory plan", target, *plan_row(settings, nodes, sources, last_hour, open_groups)))
     if quarantined:
         rows.append(("quarantine", QUARANTINE_MATCH, WARN,
                      f"{quarantined} entries held, never trimmed: list them with `dlq-bridge redrive QUEUE "
@@ -48,11 +51,13 @@ async def check_redis_memory(settings: Settings, probe_s: float) -> list[tuple[s
     return rows
 
 
-def plan_row(settings: Settings, nodes: list[NodeMemory], sources: int, last_hour: int) -> tuple[str, str]:
+def plan_row(
+    settings: Settings, nodes: list[NodeMemory], sources: int, last_hour: int, open_groups: int = 0
+) -> tuple[str, str]:
     """The projection after PLAN_DAYS at the last hour's rate; warn past PLAN_SHARE of maxmemory."""
     days, share = footprint.PLAN_DAYS, footprint.PLAN_SHARE
     per_day, kept = last_hour * 24.0, settings.retention()
-    parts = footprint.plan(per_day, sources, kept)
+    parts = footprint.plan(per_day, sources, kept, open_groups)
     need = footprint.total(parts)
     biggest = max(parts, key=lambda p: p.bytes)
     detail = (f"{per_day / 86_400:.2f} dead letters/s over {sources} sources (the last hour): about "

@@ -131,11 +131,12 @@ class ConsoleService:
         per_sink = Counter(str(r.record.get("sink", "")) for r in records)
         silences = await SilenceStore(self._redis, self._clock).all()
         now = self._clock()
+        sinks = await sink_views(self._redis, self._sinks, self._health, per_sink)
         return Overview(
             generated_at=now,
             sources=sources,
             groups=await self.groups(),
-            sinks=await sink_views(self._redis, self._sinks, self._health, per_sink),
+            sinks=sinks,
             gateway=await gateway_view(self._redis, self._settings.openclaw, _total(sources)),
             undeliverable=await self._undeliverable.depth(),
             active_silences=sum(1 for s in silences if s.active(now)),
@@ -143,10 +144,10 @@ class ConsoleService:
             latest=(await self.search(SearchFilter(limit=LATEST))).entries,
             retention=self._retention(sources, await self._undeliverable.depth())
             + await self._store_retention(),
-            memory_plan=await self._memory_plan(sources),
+            memory_plan=await self._memory_plan(sources, max((s.open_groups for s in sinks), default=0)),
         )
 
-    async def _memory_plan(self, sources: Sequence[SourceView]) -> MemoryPlanView | None:
+    async def _memory_plan(self, sources: Sequence[SourceView], open_groups: int) -> MemoryPlanView | None:
         """The memory model for the last hour's hand-offs and these settings, against maxmemory."""
         try:
             nodes = await read_memory(self._redis)
@@ -154,7 +155,7 @@ class ConsoleService:
             log.debug("redis memory not read (%s)", type(exc).__name__)
             return None
         per_day = 24.0 * sum(s.alerted_last_hour for s in sources)
-        parts = footprint.plan(per_day, len(sources), self._settings.retention())
+        parts = footprint.plan(per_day, len(sources), self._settings.retention(), open_groups)
         need, largest = footprint.total(parts), max(parts, key=lambda p: p.bytes)
         limit = sum(n.maxmemory for n in nodes) if nodes and all(n.maxmemory for n in nodes) else 0
         return MemoryPlanView(per_second=per_day / footprint.DAY_S, days=footprint.PLAN_DAYS,

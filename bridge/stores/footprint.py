@@ -83,9 +83,11 @@ def project(load: Load, kept: Retention, days: float) -> list[Part]:
     ]
 
 
-def plan(per_day: float, sources: int, kept: Retention) -> list[Part]:
-    """`project` for PLAN_DAYS at `per_day` over `sources` (at least one), the other loads at their defaults."""
-    return project(Load(per_day=per_day, sources=max(sources, 1)), kept, PLAN_DAYS)
+def plan(per_day: float, sources: int, kept: Retention, open_groups: int = 0) -> list[Part]:
+    """`project` for PLAN_DAYS at `per_day` over `sources` (at least one); the causes a day from the
+    most open groups of one grouping sink (each open for about `repeat_interval_s`), at least 50."""
+    causes = max(Load.causes_per_day, open_groups * DAY_S / max(kept.repeat_interval_s, 1.0))
+    return project(Load(per_day=per_day, sources=max(sources, 1), causes_per_day=causes), kept, PLAN_DAYS)
 
 
 def total(parts: list[Part]) -> float:
