@@ -273,8 +273,8 @@ def report(args: argparse.Namespace, samples: list[Sample], counts: list[Census]
         print(f"{'GROWS ' if grows else '      '}{name[:60]:<60} {a.keys[name]:>5}/{a.items[name]:<7} "
               f"{m.keys[name]:>5}/{m.items[name]:<7} {z.keys[name]:>5}/{z.items[name]:<7} "
               f"{z.items_no_ttl[name]:>7} {z.biggest[name]:>6}")
-    print(f"\nthe bridge's patterns whose keys without a TTL grew by more than {GROWTH - 1:.0%} (and {GROWTH_MIN} items) "
-          f"over the second half: {len(flagged)}"
+    print(f"\nthe bridge's patterns whose keys without a TTL grew by more than {GROWTH - 1:.0%} "
+          f"(and {GROWTH_MIN} items) over the second half: {len(flagged)}"
           + (": " + ", ".join(flagged) if flagged else ""))
     model(args, client, elapsed, causes)
 
