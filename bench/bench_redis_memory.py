@@ -5,6 +5,9 @@ jobs into a `dead` set, runs the real `dlq-bridge run` until every alert is deli
 console sink, then measures every `dlq_bridge:*` key with `MEMORY USAGE … SAMPLES 0` and prints
 one row per key family: keys, items (list entries, hash fields, set members), bytes in all,
 bytes per item, and what bounds the family. docs/design.md, section 6 quotes the figures.
+Then it sets the memory model's bytes per item (bridge/stores/footprint.py) beside the measured
+ones, the model's total for this run beside the measured one, and prints the planning table of
+docs/operations.md ("Redis memory: planning"): Redis memory after a month by rate, DLQs and sinks.
 
   python bench/bench_redis_memory.py                  # 2,000 list entries, 500 Sidekiq jobs
   python bench/bench_redis_memory.py --entries 10000 --error-bytes 2048
@@ -13,6 +16,7 @@ bytes per item, and what bounds the family. docs/design.md, section 6 quotes the
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import re
@@ -27,6 +31,7 @@ from pathlib import Path
 import redis
 
 from bridge.clients.embedded import EmbeddedRedis
+from bridge.stores import footprint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,10 +40,15 @@ FAMILIES = [
     ("archived entry", r"^dlq_bridge:alerted:", "sources.archive_max per DLQ (LTRIM)"),
     ("entry record", r"^dlq_bridge:entries:\{[^}]*\}$", "sources.archive_max per source, with the archive"),
     ("entry index", r"^dlq_bridge:entries:\{[^}]*\}:index$", "sources.archive_max per source, with the archive"),
+    ("search index", r"^dlq_bridge:entries:\{[^}]*\}:(by:|facets|queues|indexed|jobs|acted)",
+     "the records kept (sources.archive_max), trimmed every minute by the upkeep"),
+    ("search registry", r"^dlq_bridge:search:indexed$", "one member per indexed source"),
     ("hand-off stats", r"^dlq_bridge:stats:", "one hash per source and minute, 2 h TTL"),
-    ("ledger key", r"^dlq_bridge:delivered:", "delivery.ledger_ttl_s (7 days)"),
+    ("ledger key", r"^dlq_bridge:delivered:", "delivery.ledger_ttl_s (24 h)"),
     ("group state", r"^dlq_bridge:group:\{[^}]*\}:state:", "closed after delivery.group window; one per cause"),
-    ("group jobs", r"^dlq_bridge:group:\{[^}]*\}:(jobs|job|queues):", "per open or last closed group"),
+    ("group jobs", r"^dlq_bridge:group:\{[^}]*\}:(jobs|job):", "group_members_max named per group"),
+    ("group facets", r"^dlq_bridge:group:\{[^}]*\}:(queues|facets|gone):", "per queue, job name, kind"),
+    ("pacing", r"^dlq_bridge:limit:", "PX interval + 1 s"),
     ("group (previous)", r"^dlq_bridge:group:\{[^}]*\}:prev", "the cause's last closed group"),
     ("groups index", r"^dlq_bridge:groups:", "one per sink"),
     ("summary cache", r"^dlq_bridge:summary:", "openclaw.cache_ttl_s per fingerprint"),
@@ -106,6 +116,19 @@ def drained(client: redis.Redis, queues: int, jobs: int) -> bool:
     return alerted >= queues + jobs and queued == 0 and outbox == 0
 
 
+async def index_for_search(url: str, sources: list[str]) -> None:
+    """Build the console's search index of what was handed off, as a first search does."""
+    import redis.asyncio as aioredis
+
+    from bridge.stores.search_index import SearchIndex
+
+    client = aioredis.Redis.from_url(url)
+    try:
+        await SearchIndex(client).refresh(sources)
+    finally:
+        await client.aclose()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entries", type=int, default=2000)
@@ -124,7 +147,7 @@ def main() -> int:
         port = _free_port()
         receiver = Receiver()
         config.write_text(f'[server]\nport = {port}\n[redis]\nurl = "{server.url}"\nconsumer_id = "bench-memory"\n'
-                          "[[sources.sidekiq]]\n"
+                          '[[sources.sidekiq]]\nname = "sidekiq"\n'
                           '[[sinks]]\nname = "console"\ntype = "console"\n'
                           f'[[sinks]]\nname = "hooks"\ntype = "webhook"\nurl = "{receiver.url}/hook"\n'
                           'secret = "bench-secret"\n'
@@ -147,6 +170,7 @@ def main() -> int:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
             receiver.stop()
+        asyncio.run(index_for_search(server.url, ["dead_letter:emails", "sidekiq"]))
         after = int(client.info("memory")["used_memory"])
         print(f"redis memory: {args.entries} list entries + {args.jobs} Sidekiq jobs, errors of {args.error_bytes} B,"
               " console, webhook, Slack and PagerDuty sinks (one local receiver);"
@@ -168,22 +192,72 @@ def main() -> int:
         print(f"per group: {state / max(opened, 1):.0f} B of state; per job in a group: "
               f"{grouped / max(sinks * (args.entries + args.jobs), 1):.0f} B per grouping sink ({sinks} sinks)")
         print(f"per remembered kind job (held set member and its note): {held / max(args.jobs, 1):.0f} B")
+        against_model(rows, args, sinks, opened)
+        planning_table()
     finally:
         server.stop()
     return 0
 
 
-class Receiver:
-    """One receiver on loopback for the webhook (204), Slack (200 ok) and PagerDuty (202) sinks."""
+def per_item(rows: list[tuple[str, int, int, int, str]], family: str, count: int) -> float:
+    return sum(r[3] for r in rows if r[0] == family) / max(count, 1)
 
-    def __init__(self) -> None:
+
+def against_model(rows: list[tuple[str, int, int, int, str]], args: argparse.Namespace, sinks: int,
+                  groups: int) -> None:
+    """The model's bytes per item beside this run's, and its total for this run beside the measured one."""
+    entries = args.entries + args.jobs
+    measured = {
+        "entry record + index": (per_item(rows, "entry record", entries) + per_item(rows, "entry index", entries),
+                                 footprint.ENTRY_RECORD_B),
+        "search index per record": (per_item(rows, "search index", entries), footprint.SEARCH_INDEX_B),
+        "ledger key": (per_item(rows, "ledger key", sum(r[1] for r in rows if r[0] == "ledger key")),
+                       footprint.LEDGER_KEY_B),
+        "group state": (per_item(rows, "group state", groups), footprint.GROUP_STATE_B),
+        "job named by a group": (per_item(rows, "group jobs", sum(r[2] for r in rows if r[0] == "group jobs") / 2),
+                                 footprint.GROUP_JOB_B),
+    }
+    print("\nmodel (bridge/stores/footprint.py) against this run, bytes per item:")
+    for name, (seen, modelled) in measured.items():
+        print(f"  {name:<26} measured {seen:>7.0f}   model {modelled:>6}")
+    load = footprint.Load(per_day=entries, sources=2, entry_bytes=args.error_bytes + 128, causes_per_day=groups / 2)
+    kept = footprint.Retention(ledger_sinks=1, grouping_sinks=sinks, summary_ttl_s=0)
+    predicted = footprint.total(footprint.project(load, kept, 1.0))
+    held = sum(r[3] for r in rows if r[0] == "remembered kind job")
+    total = sum(r[3] for r in rows) - held  # the model leaves out the held jobs of resolving kinds
+    print(f"  total for this run: model {predicted / 1e6:.1f} MB, measured {total / 1e6:.1f} MB "
+          f"(every dlq_bridge:* key but the remembered kind jobs)")
+
+
+def planning_table() -> None:
+    """Redis memory after 30 days at a steady rate (the defaults; 50 new causes a day)."""
+    readme = "Slack + PagerDuty grouped, a webhook per job"
+    setups = [("console (the default sink)", footprint.Retention()),
+              (readme, footprint.Retention(ledger_sinks=1, grouping_sinks=2, summary_ttl_s=3600))]
+    print("\nplanning: Redis memory after 30 days (defaults: archive_max 10,000, ledger 24 h, "
+          "group_members_max 200; 50 new causes a day; 640 B entries)")
+    print(f"{'dead letters/s':>14} {'DLQs':>5}  {'sinks':<46} {'archives':>9} {'ledger':>8} {'groups':>8} {'total':>9}")
+    for rate in (1, 10, 25):
+        for dlqs in (5, 20):
+            for name, kept in setups:
+                parts = footprint.project(footprint.Load(per_day=rate * footprint.DAY_S, sources=dlqs), kept, 30)
+                print(f"{rate:>14} {dlqs:>5}  {name:<46} {footprint.mb(parts[0].bytes):>9} "
+                      f"{footprint.mb(parts[1].bytes):>8} {footprint.mb(parts[2].bytes):>8} "
+                      f"{footprint.mb(footprint.total(parts)):>9}")
+
+
+class Receiver:
+    """One receiver on loopback for the webhook (204), Slack (200 ok) and PagerDuty (202) sinks;
+    `extra`: more paths and their (status, body), e.g. a sink that is down."""
+
+    def __init__(self, extra: dict[str, tuple[int, bytes]] | None = None) -> None:
         import http.server
         import threading
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status, body = {"/slack": (200, b"ok"), "/pd": (202, b'{"status": "success"}')}.get(
+                status, body = {"/slack": (200, b"ok"), "/pd": (202, b'{"status": "success"}'), **(extra or {})}.get(
                     self.path, (204, b""))
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(body)))

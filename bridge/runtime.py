@@ -31,6 +31,7 @@ from bridge.sources.build import Built, build_kind_sources
 from bridge.sources.kind_port import kind_ports
 from bridge.sources.redis_list import RedisListSource
 from bridge.stores.archive import quarantine_depth
+from bridge.stores.search_index import SearchIndex
 from bridge.stores.undeliverable_records import UndeliverableStore
 from bridge.summarize.factory import build_summarizer
 from bridge.summarize.runbooks import RunbookCatalog
@@ -154,6 +155,7 @@ async def open_runtime(
                                  archive_max=settings.sources.archive_max),
                 memory=memory,
                 fleet=fleet,
+                search_index=SearchIndex(client),
             )
             yield Runtime(
                 settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline, delivery,

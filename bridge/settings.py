@@ -57,6 +57,7 @@ from bridge.sinks.sink_settings import GroupBy, SinkSettingsBase
 from bridge.sinks.slack import SlackSinkSettings
 from bridge.sinks.webhook import WebhookSinkSettings
 from bridge.sources.kind_registry import KINDS
+from bridge.stores.footprint import Retention
 
 __all__ = [
     "CONFIG_ENV", "ENV_PREFIX", "NAME_RE", "ConsoleSettings", "ConsoleSinkSettings", "DeliverySettings",
@@ -136,6 +137,21 @@ class Settings(BaseSettings):
         if self.sinks:
             return list(self.sinks)
         return [SINKS.default()]
+
+    def retention(self) -> Retention:
+        """What bounds the bridge's Redis keys under these settings (`bridge.stores.footprint`)."""
+        sinks = self.effective_sinks()
+        grouped = [s for s in sinks if s.group_by != "none"]
+        return Retention(
+            archive_max=self.sources.archive_max,
+            ledger_ttl_s=self.delivery.ledger_ttl_s,
+            ledger_sinks=sum(1 for s in sinks if s.group_by == "none" and SINKS.of(s).ledger),
+            grouping_sinks=len(grouped),
+            group_members_max=max((s.group_members_max for s in grouped), default=200),
+            repeat_interval_s=max((s.repeat_interval_s for s in grouped), default=14_400.0),
+            summary_ttl_s=self.openclaw.cache_ttl_s if self.openclaw is not None else 0.0,
+            undeliverable_max=self.delivery.undeliverable_max,
+        )
 
     def referenced_variables(self) -> set[str]:
         """Environment variable names the configuration points at (every `*_env` value)."""

@@ -273,3 +273,16 @@ async def test_the_overview_warns_when_an_archive_or_the_undeliverable_list_drop
     assert trimmed["archive of dead_letter:orders"] == 1, "4 alerted into an archive of 3: the oldest dropped, counted"
     assert 'dlq_bridge_archive_trimmed_total{source="dead_letter:orders"} 1.0' in metrics
     assert 'dlq_bridge_archive_trimmed_total{source="dead_letter:mail"}' not in metrics
+
+
+async def test_the_overview_shows_the_memory_plan_for_the_last_hours_rate(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    await aredis.lpush("dead_letter:orders", *(envelope_entry(job_id=f"o{i}") for i in range(36)))
+    async with rig(make_settings) as r:
+        await r.drain()
+        plan = (await r.api.get("/api/v1/overview")).json()["memory_plan"]
+    assert plan["per_second"] == pytest.approx(36 * 24 / 86_400) and plan["days"] == 30
+    assert plan["projected_bytes"] > 36 * 24 * 30 * 142, "the webhook's ledger alone, a day of keys"
+    assert plan["largest"].startswith("archive, records and search index")
+    assert plan["maxmemory_bytes"] == 0 and plan["warn"] is False, "the suite's Redis has no maxmemory"

@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 from bridge.console import search as search_module
 from bridge.console.export import inert
 from bridge.settings import Settings
+from bridge.stores.search_index import SearchIndex
 from tests.conftest import envelope_entry
 from tests.support.receiver import Reply
 from tests.test_console_api import rig
@@ -142,3 +143,29 @@ async def test_export_streams_redacted_inert_rows_up_to_the_limit_and_is_audited
 def test_a_formula_cell_is_made_inert() -> None:
     assert [inert(v) for v in ("=1+1", "+1", "-1", "@SUM(A1)", "\t=1", "plain", None, 3)] == [
         "'=1+1", "'+1", "'-1", "'@SUM(A1)", "'\t=1", "plain", "", "3"]
+
+
+async def test_the_index_is_trimmed_to_the_kept_records_without_anyone_searching(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    """Searched once, then 40 more entries with new words: the upkeep's trim alone drops the index
+    of every record the hand-off trimmed (issue 39: the index used to keep them until someone searched)."""
+    keep = 5
+    await aredis.lpush("dead_letter:orders", *(envelope_entry(job_id=f"old{i}", last_error=f"Boom: oldword{i} failed")
+                                                for i in range(keep)))
+    async with rig(make_settings, sources={"archive_max": keep}) as r:
+        await r.drain()
+        assert len(_jobs(await _search(r.api, text="oldword0"))) == 1
+        indexed = {k async for k in aredis.scan_iter(match="dlq_bridge:entries:*:by:w:oldword*")}
+        assert len(indexed) == keep
+        for batch in range(4):
+            await aredis.lpush("dead_letter:orders", *(envelope_entry(job_id=f"new{batch}-{i}",
+                                                                      last_error=f"Boom: newword{batch}x{i} failed")
+                                                        for i in range(10)))
+            await r.drain()
+        assert r.runtime.pipeline.search_index is not None  # the drain's upkeep trims with it every minute
+        assert await SearchIndex(aredis).trim_indexed() == 1  # what another replica's upkeep does
+        left = {k async for k in aredis.scan_iter(match="dlq_bridge:entries:*:by:w:*word*")}
+        jobs = await aredis.zcard("dlq_bridge:entries:{dead_letter:orders}:jobs")
+    assert left == set(), "the words of trimmed records are gone; the kept ones were never indexed"
+    assert jobs <= keep

@@ -65,11 +65,12 @@ async def test_all_reachable_exit_0_and_nothing_sent(tmp_path: Path, redis_url: 
         table = await cli(config, "check")
         as_json = await cli(config, "check", "--json")
     assert table.code == 0, table.out + table.err
-    assert "check: all 8 components ok" in table.out
+    assert "check: all 9 components ok" in table.out
     assert_no_secrets(table.out + table.err + as_json.out + as_json.err)
     found = rows(as_json.out)
     assert found["redis"][1] == "ok" and "PONG" in found["redis"][2]
     assert found["redis memory"][1] == "ok" and found["redis memory"][2].startswith("maxmemory-policy noeviction;")
+    assert found["redis memory plan"][1] == "ok" and "after 30 days" in found["redis memory plan"][2]
     assert found["sink slack-ops"][0].endswith("/****") and found["sink slack-ops"][1] == "ok"
     assert found["openclaw"][1] == "ok" and "token set" in found["openclaw"][2]
     # The gateway's model list (GET) and host roots (HEAD): no model call, no alert.
@@ -83,7 +84,7 @@ async def test_unreachable_sink_fails_with_exit_1(tmp_path: Path, redis_url: str
     assert done.code == 1
     line = next(row for row in done.out.splitlines() if row.startswith("sink slack-ops"))
     assert "FAIL" in line and "connection refused (" in line, "a refused connection is not a timeout"
-    assert "check: 1 of 6 failed" in done.out
+    assert "check: 1 of 7 failed" in done.out
     assert_no_secrets(done.out + done.err)
 
 

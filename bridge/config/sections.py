@@ -132,7 +132,10 @@ class DeliverySettings(Section):
     deadline_s: float = Field(default=900.0, gt=0, description="Give up on a delivery after this long.")
     request_timeout_s: float = Field(default=10.0, gt=0, description="Timeout of one HTTP request to a sink.")
     ledger_ttl_s: int = Field(
-        default=7 * 24 * 3600, ge=60, description="How long the delivery ledger remembers a sent alert."
+        default=24 * 3600, ge=60,
+        description="How long the delivery ledger remembers a sent alert (every replay the bridge makes itself "
+        "comes within minutes; one key per job and per-job sink, 142 B: docs/operations.md, \"Redis memory: "
+        "planning\").",
     )
     reservation_ttl_s: float = Field(
         default=30.0,

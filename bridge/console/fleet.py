@@ -102,7 +102,7 @@ async def group_summaries(client: redis.Redis, sinks: Sequence[SinkSettings]) ->
 
 
 def _summary(sink: str, group: str, fields: list[Any], queues: dict[Any, Any]) -> GroupSummaryView | None:
-    count, notified, first_seen, last_seen, severity, first = fields
+    count, notified, first_seen, last_seen, severity, first, dropped, notified_total = fields
     if count is None or first is None:
         return None
     try:
@@ -111,7 +111,8 @@ def _summary(sink: str, group: str, fields: list[Any], queues: dict[Any, Any]) -
         return None
     return GroupSummaryView(
         sink=sink, group_key=group, title=_title(group, alert, len(queues)),
-        severity=_BY_RANK.get(int(severity or 0), Severity.INFO), count=int(count), notified=int(notified or 0),
+        severity=_BY_RANK.get(int(severity or 0), Severity.INFO), count=int(count) + int(dropped or 0),
+        notified=int(notified_total or notified or 0),
         first_seen=float(first_seen or 0), last_seen=float(last_seen or 0),
         queues={names.text(q): int(n) for q, n in queues.items()},
     )
@@ -151,6 +152,7 @@ async def group_view(
     if summary is None:
         return None
     first = Alert.model_validate_json(fields[5] or b"")
+    notified_rank = int(fields[1] or 0)  # arrival numbers and `notified` count the jobs still named
     scored = await reader.arrivals(group, limit)
     arrivals: list[tuple[str, float]] = [(names.text(pair[0]), float(pair[1])) for pair in scored]
     members = [m for m, _n in arrivals]
@@ -165,7 +167,7 @@ async def group_view(
             idempotency_key=member, queue=job.queue, job_id=job.job_id, job_name=job.job_name,
             attempts=job.attempts, last_error=job.last_error, entry_id=job.raw_digest,
             source=_list_source(job, first_dl),
-            added_at=job.added_at, notified=arrival <= summary.notified,
+            added_at=job.added_at, notified=arrival <= notified_rank,
         ))
     view = GroupView(**summary.model_dump(), jobs=jobs, jobs_total=summary.count)
     return view, first

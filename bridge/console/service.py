@@ -35,6 +35,7 @@ from typing import Any
 
 import redis.asyncio as redis
 
+from bridge.clients.redis_memory import read_memory
 from bridge.console.entries import DeliveryReader, envelope_view, summary_view
 from bridge.console.fleet import gateway_view, group_summaries, group_view, sink_views
 from bridge.console.history import HistoryItem, history
@@ -44,6 +45,7 @@ from bridge.console.views import (
     EntryView,
     GroupSummaryView,
     GroupView,
+    MemoryPlanView,
     Overview,
     RetentionNote,
     SilenceMatchers,
@@ -59,6 +61,7 @@ from bridge.intake.chain import normalize
 from bridge.settings import Settings, SinkSettings
 from bridge.sources.kinds import KindReader
 from bridge.sources.watched import WatchedSource
+from bridge.stores import footprint
 from bridge.stores.archive import STATS_BUCKET_S, Archive, Record, minute_of
 from bridge.stores.audit import AuditLog, AuditRecord
 from bridge.stores.search_index import SearchIndex
@@ -132,11 +135,12 @@ class ConsoleService:
         per_sink = Counter(str(r.record.get("sink", "")) for r in records)
         silences = await SilenceStore(self._redis, self._clock).all()
         now = self._clock()
+        sinks = await sink_views(self._redis, self._sinks, self._health, per_sink)
         return Overview(
             generated_at=now,
             sources=sources,
             groups=await self.groups(),
-            sinks=await sink_views(self._redis, self._sinks, self._health, per_sink),
+            sinks=sinks,
             gateway=await gateway_view(self._redis, self._settings.openclaw, _total(sources)),
             undeliverable=await self._undeliverable.depth(),
             active_silences=sum(1 for s in silences if s.active(now)),
@@ -144,7 +148,24 @@ class ConsoleService:
             latest=(await self.search(SearchFilter(limit=LATEST))).entries,
             retention=self._retention(sources, await self._undeliverable.depth())
             + await self._store_retention(),
+            memory_plan=await self._memory_plan(sources, max((s.open_groups for s in sinks), default=0)),
         )
+
+    async def _memory_plan(self, sources: Sequence[SourceView], open_groups: int) -> MemoryPlanView | None:
+        """The memory model for the last hour's hand-offs and these settings, against maxmemory."""
+        try:
+            nodes = await read_memory(self._redis)
+        except Exception as exc:  # a managed Redis may refuse both CONFIG and INFO: no plan shown
+            log.debug("redis memory not read (%s)", type(exc).__name__)
+            return None
+        per_day = 24.0 * sum(s.alerted_last_hour for s in sources)
+        parts = footprint.plan(per_day, len(sources), self._settings.retention(), open_groups)
+        need, largest = footprint.total(parts), max(parts, key=lambda p: p.bytes)
+        limit = sum(n.maxmemory for n in nodes) if nodes and all(n.maxmemory for n in nodes) else 0
+        return MemoryPlanView(per_second=per_day / footprint.DAY_S, days=footprint.PLAN_DAYS,
+                              projected_bytes=int(need), largest=f"{largest.name} ({largest.bound})",
+                              maxmemory_bytes=limit, warn=bool(limit) and need > footprint.PLAN_SHARE * limit,
+                              share=footprint.PLAN_SHARE)
 
     def _retention(self, sources: Sequence[SourceView], undeliverable: int) -> list[RetentionNote]:
         """Stores at NEAR_CAP of their cap or more, with the setting that controls each."""

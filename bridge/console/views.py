@@ -119,6 +119,18 @@ class RetentionNote(View):
                       "`seconds` (the age of its oldest job, for a store its job system trims by age).")
 
 
+class MemoryPlanView(View):
+    """What the bridge will keep in Redis at the last hour's rate (docs/operations.md, "Redis memory: planning")."""
+
+    per_second: float = Field(description="Dead letters a second handed off over the last hour.")
+    days: int
+    projected_bytes: int = Field(description="The memory model's total after `days` at that rate.")
+    largest: str = Field(description="The structure that holds the most, and what bounds it.")
+    maxmemory_bytes: int = Field(description="Redis's maxmemory (0: no limit).")
+    warn: bool = Field(description="The projection passes `share` of maxmemory.")
+    share: float
+
+
 class Overview(View):
     generated_at: float
     sources: list[SourceView]
@@ -132,6 +144,8 @@ class Overview(View):
                                            "more: their oldest entries are being (or about to be) dropped.")
     latest: list[EntryView] = Field(default_factory=list, description="The newest archived entries of every "
                                     "source, newest first (what is failing now).")
+    memory_plan: MemoryPlanView | None = Field(default=None, description="Redis memory at the current rate; "
+                                               "None when Redis's memory could not be read.")
 
 
 class SummaryView(View):

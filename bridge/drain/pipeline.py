@@ -56,6 +56,7 @@ from bridge.settings import SeveritySettings, SourcesSettings
 from bridge.sources.leaving import leave_note
 from bridge.sources.source import Source, SourceUnavailable
 from bridge.stores.handoff import HandOff
+from bridge.stores.search_index import SearchIndex
 from bridge.stores.undeliverable_records import UndeliverableStore
 from bridge.summarize.summarizer import Summarizer
 
@@ -109,6 +110,7 @@ class Pipeline:
         kinds: Sequence[Source] = (),
         memory: RedisMemory | None = None,
         fleet: FleetFormat | None = None,
+        search_index: SearchIndex | None = None,
     ) -> None:
         self._sources = [source, *kinds]
         self._memory = memory
@@ -125,7 +127,8 @@ class Pipeline:
         self._runbook_url = runbook_url
         self._severity = severity or SeveritySettings()
         self._offloop: OffLoop | None = None
-        self._upkeep = Upkeep(self._sources, settings, metrics, health, self._redis_down, fleet)
+        self.search_index = search_index  # trimmed by the upkeep every minute, searched or not
+        self._upkeep = Upkeep(self._sources, settings, metrics, health, self._redis_down, search_index, fleet)
         self._slots = Slots(settings.concurrency, self._busy_tick)
         self._in_flight: set[asyncio.Task[None]] = set()
         self._held: Counter[tuple[str, bytes]] = Counter()

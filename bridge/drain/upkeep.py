@@ -11,7 +11,9 @@ Each runs every few seconds beside the claim loops, for all sources at once:
   every source, so a death is judged on everything that consumer held);
 - own-list sweep: an entry in our own in-flight list that no worker holds (a claim whose reply was
   lost) goes back, once seen unheld in two sweeps in a row;
-- leave checks (watched kinds): alerted jobs that left the store by hand get their resolve queued.
+- leave checks (watched kinds): alerted jobs that left the store by hand get their resolve queued;
+- index trim: the console's search index is trimmed to the records the hand-off kept, every
+  `search_index.TRIM_EVERY_S`, whether or not anyone searches (docs/design.md, "Every key").
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from bridge.drain.depths import DepthView
 from bridge.settings import SourcesSettings
 from bridge.sources.kind_port import why_unreadable
 from bridge.sources.source import Forward, Source, reap_dead, recover_own
+from bridge.stores.search_index import TRIM_EVERY_S, SearchIndex
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +47,11 @@ class Upkeep:
         metrics: Metrics,
         health: Health,
         redis_down: Callable[[BaseException], None],
+        search_index: SearchIndex | None = None,
         fleet: FleetFormat | None = None,
     ) -> None:
         self._sources = list(sources)
+        self._search_index = search_index
         self._fleet = fleet
         self._lists = self._sources[0]  # consumer-wide keys (heartbeat) go through the first source
         self._settings = settings
@@ -67,6 +72,8 @@ class Upkeep:
             (settings.reap_interval_s, self.reap),
             (settings.reap_interval_s, lambda: self.sweep_own(held)),
         ]
+        if self._search_index is not None:
+            jobs.append((TRIM_EVERY_S, self._search_index.trim_indexed))
         tasks = [asyncio.create_task(self._every(interval, job, stop)) for interval, job in jobs]
         if not burst:
             tasks += [asyncio.create_task(self._leave_checks(source, forward, stop))

@@ -45,6 +45,13 @@ class SinkSettingsBase(Section):
         description="A group with no new jobs this long after its last notification is re-sent once, then closed",
     )
 
+    group_members_max: int = Field(
+        default=200, ge=20,
+        description="Jobs an open group keeps by name (its samples, the jobs a notification still has to list, "
+        "the jobs a resolve must match); older ones are counted, not kept, so a failure that never stops "
+        "holds a fixed size in Redis (docs/design.md, section 5b)",
+    )
+
     def _owner(self) -> str:
         return f"sink {self.name}: "
 

@@ -84,6 +84,16 @@ class Archive:
                 found.add(source)
         return found
 
+    async def handed_off(self, now: float, minutes: int = 60, count: int = 1000) -> tuple[int, int]:
+        """(sources with an archive, entries they handed off in the last `minutes`): the current rate."""
+        sources = sorted(await self.archived_sources(count))
+        here = minute_of(now)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for source in sources:
+                self.queue_stats(pipe, source, range(here - minutes + 1, here + 1))
+            buckets = await pipe.execute() if sources else []
+        return len(sources), sum(int(v) for b in buckets for k, v in b.items() if names.text(k) == "alerted")
+
     async def depths(self, count: int = 1000) -> dict[str, int]:
         """Source → archive length (for `peek`: names decoded for display, in key order)."""
         found = [key async for key in self._redis.scan_iter(match=keys.ALERTED_MATCH, count=count, _type="list")]

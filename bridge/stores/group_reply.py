@@ -1,6 +1,7 @@
 """The Notification for a group's claim reply (`bridge.stores.group_scripts.CLAIM_LUA`).
 
-The reply lists the group's counters, its first alert, its queue counts, the jobs the
+The reply lists the group's counters (ranks among the jobs still named, plus `dropped`: the
+jobs counted but no longer named), its first alert, its queue counts, the jobs the
 notification lists and the group's facets: jobs per job name and per kind, first and last seen
 per queue (docs/design.md, sections 5b and 5d).
 """
@@ -41,14 +42,28 @@ def _facets(flat: list[Any]) -> dict[str, dict[str, str]]:
     return out
 
 
+def _notified_total(fields: list[Any], sequence: int, notified: int, dropped: int) -> int:
+    """Jobs the notifications sent so far covered, named or dropped (`notified_total`).
+
+    When the last one was recorded by a release that keeps no total (0.1.0), every dropped job
+    is taken as notified: the next digest then counts as new the named jobs after `notified`.
+    """
+    total, seq = [*fields, None, None][:2]
+    if total is None or seq is None or int(_text(seq)) != sequence:
+        return notified + dropped
+    return int(_text(total))
+
+
 def build_notification(sink: str, group: str, token: str, reply: list[Any], outage_min_queues: int = 3) -> Notification:
     """The Notification for a `CLAIM_LUA` reply (see the script for the order of fields)."""
-    count, notified, sequence = int(reply[0]), int(reply[1]), int(reply[2])
+    kept, notified, sequence = int(reply[0]), int(reply[1]), int(reply[2])
+    dropped = int(reply[12]) if len(reply) > 12 else 0
+    before = _notified_total(reply[13] if len(reply) > 13 else [], sequence, notified, dropped)
     previous = _text(reply[5])
     queue_counts = {q: int(n) for q, n in _pairs(reply[8])}
     queues = sorted(queue_counts, key=lambda q: (-queue_counts[q], q))
     jobs = [GroupJob.model_validate_json(_text(j)) for j in reply[9] if j]
-    kind = notification_kind(sequence, count, notified)
+    kind = notification_kind(sequence, kept, notified)
     covered = int(reply[10])
     facets = _facets(reply[11] if len(reply) > 11 else [])
     first_seen = float(_text(reply[3]))
@@ -57,8 +72,8 @@ def build_notification(sink: str, group: str, token: str, reply: list[Any], outa
         group_key=group,
         kind=kind,
         sequence=sequence + 1,
-        count=count,
-        new_count=covered - notified if kind != "repeat" else 0,
+        count=kept + dropped,
+        new_count=covered + dropped - before if kind != "repeat" else 0,
         previous_at=float(previous) if previous else None,
         first_seen=first_seen,
         last_seen=float(_text(reply[4])),
@@ -73,7 +88,7 @@ def build_notification(sink: str, group: str, token: str, reply: list[Any], outa
         severity=_BY_RANK[int(reply[6])],
         first=Alert.model_validate_json(_text(reply[7])),
         jobs=jobs,
-        pending=count - covered,
+        pending=kept - covered,
         opened_at=first_seen,
         claim=token,
     )

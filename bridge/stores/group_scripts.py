@@ -3,10 +3,65 @@
 Each runs on the sink's `{<sink>}` slot; the key and argument lists are given above each script.
 """
 
+# Keeps an open group within `cap` named jobs (docs/design.md, section 5b, "Bounded groups").
+# Runs once the jobs set passes 1.5 × cap and trims it back to cap, so its cost is a few
+# commands per added job. What it drops, oldest first: jobs a sent notification covered
+# (on a resolving sink, only those already gone), then, if still over, the oldest of the
+# rest (a resolving sink's job not yet gone counts in `unmatched`: that group no longer
+# resolves on leaving). The last SAMPLES always stay, and so do the SAMPLES the next
+# notification lists first. A sink that gets every job (a webhook, `unsent_max` > 0) also keeps
+# up to `unsent_max` jobs no notification covered yet, beyond the cap: its next pages list them.
+# The rest is renumbered 1..n, so `count`, `notified` and `claim_count` stay ranks in the jobs
+# set, as release 0.1.0 reads them; `dropped` counts the jobs no longer named (total = count + dropped). A delivered
+# notification records `notified_total` (the jobs it covered, named or not) and `notified_seq`,
+# so the next one says how many are new (CLAIM_LUA, NOTIFIED_LUA).
+TRIM_LUA = """
+local function trim(h, jobs, details, gone, cap, resolving, unsent_max)
+  local kept = redis.call('ZCARD', jobs)
+  local notified = tonumber(redis.call('HGET', h, 'notified') or '0')
+  local backlog = math.min(math.max(kept - notified, 0), unsent_max)
+  if kept <= cap + math.floor(cap / 2) + backlog then return end
+  local claimed = tonumber(redis.call('HGET', h, 'claim_count') or '-1')
+  local all = redis.call('ZRANGE', jobs, 0, -1)
+  local last, excess, picked, victims = kept - 10, kept - cap - backlog, {}, {}
+  for r = 1, math.min(notified, last) do
+    if #victims >= excess then break end
+    if not resolving or redis.call('SISMEMBER', gone, all[r]) == 1 then
+      picked[r] = true
+      victims[#victims + 1] = r
+    end
+  end
+  local unmatched = 0
+  for r = 1, last do
+    if #victims >= excess then break end
+    if not picked[r] and (r <= notified or r > notified + 10) then
+      if resolving and redis.call('SISMEMBER', gone, all[r]) == 0 then unmatched = unmatched + 1 end
+      victims[#victims + 1] = r
+    end
+  end
+  local below_notified, below_claim = 0, 0
+  for _, r in ipairs(victims) do
+    local m = all[r]
+    redis.call('ZREM', jobs, m)
+    redis.call('HDEL', details, m)
+    redis.call('SREM', gone, m)
+    if r <= notified then below_notified = below_notified + 1 end
+    if r <= claimed then below_claim = below_claim + 1 end
+  end
+  redis.call('HINCRBY', h, 'count', 0 - #victims)  -- (not -x: Lua prints -0)
+  redis.call('HINCRBY', h, 'dropped', #victims)
+  redis.call('HINCRBY', h, 'notified', 0 - below_notified)
+  if claimed >= 0 then redis.call('HINCRBY', h, 'claim_count', 0 - below_claim) end
+  if unmatched > 0 then redis.call('HINCRBY', h, 'unmatched', unmatched) end
+  for i, m in ipairs(redis.call('ZRANGE', jobs, 0, -1)) do redis.call('ZADD', jobs, i, m) end
+end
+"""
+
 # KEYS: due, group, jobs, job details, queues, facets, gone, then the same six of the previous group
 # ARGV: group key, member, job JSON, queue, now, severity rank, first alert JSON,
-#       group_wait, group_interval, job name, kind
-ADD_LUA = """
+#       group_wait, group_interval, job name, kind, most jobs named (cap), resolving sink (1/0),
+#       jobs not yet notified kept beyond the cap (a webhook's pages; 0 for people)
+ADD_LUA = TRIM_LUA + """
 local due, h, jobs, details, queues, facets = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local g, member, now = ARGV[1], ARGV[2], tonumber(ARGV[5])
 if redis.call('HEXISTS', h, 'closed_at') == 1 then
@@ -27,6 +82,8 @@ redis.call('HINCRBY', facets, 'j:' .. ARGV[10], 1)
 redis.call('HINCRBY', facets, 'k:' .. ARGV[11], 1)
 redis.call('HSETNX', facets, 'f:' .. ARGV[4], ARGV[5])
 redis.call('HSET', facets, 'l:' .. ARGV[4], ARGV[5])
+trim(h, jobs, details, KEYS[7], tonumber(ARGV[12]), ARGV[13] == '1', tonumber(ARGV[14]))
+count = tonumber(redis.call('HGET', h, 'count'))
 local rank = tonumber(ARGV[6])
 if count == 1 then
   redis.call('HSET', h, 'first_seen', ARGV[5], 'last_seen', ARGV[5], 'notified', 0,
@@ -72,29 +129,45 @@ if ARGV[6] == '1' and count > notified then covered = stop + 1 end
 local paged = 0
 if covered < count then paged = 1 end
 redis.call('ZADD', due, tonumber(ARGV[3]), ARGV[1])
-redis.call('HSET', h, 'lease', ARGV[4], 'claim_count', covered, 'paged', paged)
+local dropped = tonumber(redis.call('HGET', h, 'dropped') or '0')
+redis.call('HSET', h, 'lease', ARGV[4], 'claim_count', covered, 'paged', paged,
+           'claim_total', ARGV[4] .. ':' .. (covered + dropped))
 local jobs = {}
 for i, m in ipairs(redis.call('ZRANGE', KEYS[3], start, stop)) do
   jobs[i] = redis.call('HGET', KEYS[4], m) or ''
 end
 return {f[1], f[2], f[3], f[4], f[5], f[6] or '', f[7], f[8],
-        redis.call('HGETALL', KEYS[5]), jobs, covered, redis.call('HGETALL', KEYS[6])}
+        redis.call('HGETALL', KEYS[5]), jobs, covered, redis.call('HGETALL', KEYS[6]),
+        dropped, redis.call('HMGET', h, 'notified_total', 'notified_seq')}
 """
 
 # KEYS: due, group, jobs, job details, queues, facets, gone
 # ARGV: group key, token, delivered (1/0), now, sequence, group_interval,
 #       repeat_interval, kind, closed ttl
+# Not delivered: due again after group_interval, unless no job came for repeat_interval: then the
+# group closes undelivered (its notification is in the undeliverable records), so a sink that is
+# down for good holds the groups of the causes still recurring, not of every cause it ever saw.
 NOTIFIED_LUA = """
 local due, h, g, now = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[4])
 if redis.call('HGET', h, 'lease') ~= ARGV[2] then return 0 end
 redis.call('HDEL', h, 'lease')
 if ARGV[3] ~= '1' then
-  redis.call('ZADD', due, now + tonumber(ARGV[6]), g)
-  return 1
+  if now - tonumber(redis.call('HGET', h, 'last_seen') or ARGV[4]) < tonumber(ARGV[7]) then
+    redis.call('ZADD', due, now + tonumber(ARGV[6]), g)
+    return 1
+  end
+  redis.call('ZREM', due, g)
+  redis.call('HSET', h, 'closed_at', ARGV[4])
+  for i = 2, 7 do redis.call('EXPIRE', KEYS[i], tonumber(ARGV[9])) end
+  return 2
 end
 local claimed = tonumber(redis.call('HGET', h, 'claim_count'))
 local count = tonumber(redis.call('HGET', h, 'count'))
-redis.call('HSET', h, 'notified', claimed, 'sequence', ARGV[5], 'previous_at', ARGV[4])
+local total = claimed  -- jobs covered, named or dropped: the claim's own `claim_total` (0.1.0 claims write none)
+local token, claimed_total = string.match(redis.call('HGET', h, 'claim_total') or '', '^(.*):(%d+)$')
+if token == ARGV[2] then total = tonumber(claimed_total) end
+redis.call('HSET', h, 'notified', claimed, 'sequence', ARGV[5], 'previous_at', ARGV[4],
+           'notified_total', total, 'notified_seq', ARGV[5])
 if count > claimed then
   local wait = tonumber(ARGV[6])
   if redis.call('HGET', h, 'paged') == '1' then wait = 0 end
@@ -129,7 +202,8 @@ LEFT_LUA = """
 for base = 0, 3, 3 do
   if redis.call('ZSCORE', KEYS[base + 2], ARGV[1]) then
     redis.call('SADD', KEYS[base + 3], ARGV[1])
-    if redis.call('SCARD', KEYS[base + 3]) >= redis.call('ZCARD', KEYS[base + 2]) then
+    local unmatched = tonumber(redis.call('HGET', KEYS[base + 1], 'unmatched') or '0')
+    if unmatched == 0 and redis.call('SCARD', KEYS[base + 3]) >= redis.call('ZCARD', KEYS[base + 2]) then
       return {1, redis.call('HGET', KEYS[base + 1], 'first') or ''}
     end
     return {0, ''}

@@ -23,7 +23,8 @@ sink; names in `bridge.stores.keys`):
     dlq_bridge:groups:{S}:due          ZSET group key → when it is next due;
                                         while claimed: when the lease ends
     dlq_bridge:group:{S}:state:<G>     HASH count, notified (jobs covered by the
-                                        notifications sent), sequence (sent),
+                                        notifications sent; both count the jobs still
+                                        named, `dropped` those no longer), sequence (sent),
                                         first_seen, last_seen, previous_at,
                                         severity (rank), first (the first Alert,
                                         JSON), lease (token), claim_count and
@@ -33,6 +34,10 @@ sink; names in `bridge.stores.keys`):
     dlq_bridge:group:{S}:queues:<G>    HASH queue → jobs from it
     dlq_bridge:group:{S}:facets:<G>    HASH j:<job name>, k:<kind> → jobs; f:/l:<queue> → first/last
     dlq_bridge:group:{S}:gone:<G>      SET members redriven or gone (all: the incident resolves)
+
+An open group names at most the sink's `group_members_max` jobs, however long it stays open:
+past 1.5 times that, the add script drops the oldest jobs no notification or resolve still
+needs and renumbers the rest (`group_scripts.TRIM_LUA`, docs/design.md section 5b).
     dlq_bridge:group:{S}:prev-…:<G>    the same six for the cause's last closed
                                         group (renamed when a new one opens; they
                                         expire 7 days after closing)
@@ -73,8 +78,10 @@ from bridge.stores.group_reply import build_notification
 log = logging.getLogger(__name__)
 
 SAMPLES = 10
-SUMMARY_FIELDS = ("count", "notified", "first_seen", "last_seen", "severity", "first")  # `GroupReader.summary`
+SUMMARY_FIELDS = (  # `GroupReader.summary`; the last two: jobs no longer named, jobs notified in all
+    "count", "notified", "first_seen", "last_seen", "severity", "first", "dropped", "notified_total")
 JOBS_PER_EVENT = 500
+UNSENT_MAX = 20 * JOBS_PER_EVENT  # jobs a webhook's group keeps for its next pages beyond group_members_max
 CLOSED_TTL_S = 7 * 24 * 3600
 
 
@@ -144,6 +151,8 @@ class Grouper:
         # Machine receivers (webhooks) get every job once, in pages of JOBS_PER_EVENT; people get samples.
         self._page = SINKS.of(sink_settings).every_job
         self._max_jobs = JOBS_PER_EVENT if self._page else SAMPLES
+        # A resolving sink keeps the jobs a resolve must match until they are gone (`left`).
+        self._resolving = SINKS.of(sink_settings).resolves(sink_settings)
 
     def key_for(self, alert: Alert) -> str:
         return group_key(alert, self.settings.group_by)
@@ -171,7 +180,8 @@ class Grouper:
         args: list[str | int | float] = [
             group, alert.idempotency_key, job, dl.queue, repr(now),
             alert.severity.rank, self._formats.alert_json(alert), s.group_wait_s, s.group_interval_s,
-            dl.job_name or "", dl.source_kind or "list",
+            dl.job_name or "", dl.source_kind or "list", s.group_members_max, int(self._resolving),
+            UNSENT_MAX if self._page else 0,
         ]
         both = self._keys(group) + self._keys(group, previous=True)[1:]
         added = int(await self._add(keys=both, args=args))  # 2: it opened a new group
@@ -224,7 +234,8 @@ class Grouper:
         Delivered: the group's next timer starts (group_interval when it grew
         meanwhile, else repeat_interval; after a repeat the group closes).
         Not delivered (undeliverable): nothing is marked sent; the group is due
-        again after group_interval, with whatever it gained by then.
+        again after group_interval, with whatever it gained by then, unless no job came for
+        repeat_interval: then it closes undelivered (the undeliverable records hold its notification).
         """
         n, s = notification, self.settings
         args: list[str | int | float] = [
@@ -315,11 +326,12 @@ class Grouper:
         views = []
         for raw in await self._client.zrange(keys.groups_due(self.sink), 0, limit - 1):
             group = _text(raw)
-            fields = ("count", "notified", "first_seen", "last_seen")
-            count, notified, first, last = await self._client.hmget(keys.group(self.sink, group), fields)
+            fields = ("count", "notified", "first_seen", "last_seen", "dropped", "notified_total")
+            count, notified, first, last, dropped, total = await self._client.hmget(keys.group(self.sink, group),
+                                                                                    fields)
             members = await self.members(group, 0, samples - 1)
-            views.append(GroupView(self.sink, group, int(count or 0), int(notified or 0),
-                                   float(first or 0), float(last or 0), members))
+            views.append(GroupView(self.sink, group, int(count or 0) + int(dropped or 0),
+                                   int(total or notified or 0), float(first or 0), float(last or 0), members))
         return views
 
     async def _update_gauge(self) -> None:

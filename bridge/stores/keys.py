@@ -18,6 +18,7 @@ PROCESSING_MATCH = f"{PREFIX}:processing:*"
 ALERTED_MATCH = f"{PREFIX}:alerted:*"
 OUTBOX_MATCH = f"{PREFIX}:outbox:*"
 QUARANTINE_MATCH = f"{PREFIX}:quarantine:*"
+SEARCH_INDEXED = f"{PREFIX}:search:indexed"  # SET: the sources the console's search index covers
 
 
 

@@ -19,7 +19,10 @@ word (a letter then 2-31 word characters, casefolded, at most 24 per entry) of
 the redacted error and excerpt. A member's score is its hand-off ms plus a
 tie-break below the millisecond from its digest, so every entry has its own
 place and a page cursor is one score. Trimming runs at most once a minute per
-source. Cost per entry: one sorted-set member in each of its facet sets (5,
+source, from a search and from the drain's upkeep (`trim_indexed`), which trims
+every source named in `dlq_bridge:search:indexed` whether or not anyone searches:
+the index never holds entries older than the oldest record the hand-off kept.
+Cost per entry: one sorted-set member in each of its facet sets (5,
 plus one per word), measured in bytes and commands by
 bench/bench_console_search.py; the members of one chunk (2,000 entries) go out
 as one ZADD per facet value and one HSET of the values seen (pipelined: one
@@ -184,6 +187,7 @@ class SearchIndex:
         self._clock = clock
         self._trimmed: dict[str, float] = {}
         self._fresh: tuple[float, tuple[str, ...]] | None = None
+        self._known: set[str] = set()  # sources this process saw in the registry of indexed sources
 
     async def refresh(self, sources: Sequence[str]) -> int:
         """Index every record newer than each source's mark (at most once per REFRESH_EVERY_S for the
@@ -205,6 +209,9 @@ class SearchIndex:
         return done
 
     async def _index_source(self, source: str, mark: float) -> int:
+        if source not in self._known:  # named before it is written, so the upkeep trims it
+            await self._redis.sadd(keys.SEARCH_INDEXED, names.encode(source))
+            self._known.add(source)
         index, done, low = names.encode(keys.entry_index(source)), 0, mark
         while True:
             members: list[Any] = list(await self._redis.zrangebyscore(
@@ -219,10 +226,28 @@ class SearchIndex:
             if len(members) < INDEX_CHUNK or top == low:
                 break
             low = top
-        if self._clock() - self._trimmed.get(source, float("-inf")) >= TRIM_EVERY_S:
-            self._trimmed[source] = self._clock()
-            await self._trim(source)
+        await self._trim_due(source)
         return done
+
+    async def trim_indexed(self) -> int:
+        """Trim every indexed source not trimmed in the last TRIM_EVERY_S (the drain's upkeep calls
+        this every minute, so the index is bounded by the records without anyone searching);
+        returns how many were trimmed. A source with no record left is dropped from the registry."""
+        trimmed = 0
+        for raw in await self._redis.smembers(keys.SEARCH_INDEXED):
+            source = names.decode(raw)
+            trimmed += await self._trim_due(source)
+            if await self._redis.zcard(names.encode(keys.entry_index(source))) == 0:
+                await self._redis.srem(keys.SEARCH_INDEXED, raw)
+                self._known.discard(source)
+        return trimmed
+
+    async def _trim_due(self, source: str) -> int:
+        if self._clock() - self._trimmed.get(source, float("-inf")) < TRIM_EVERY_S:
+            return 0
+        self._trimmed[source] = self._clock()
+        await self._trim(source)
+        return 1
 
     async def _write(self, source: str, rows: Iterable[tuple[str, float, Any]], top: float) -> None:
         """One chunk: one ZADD per facet value present (members grouped), one HSET of the values seen,
@@ -244,9 +269,7 @@ class SearchIndex:
     async def _trim(self, source: str) -> None:
         """Drop facet members older than the oldest record still kept (the hand-off trims records)."""
         oldest = await self._redis.zrange(names.encode(keys.entry_index(source)), 0, 0, withscores=True)
-        if not oldest:
-            return
-        floor = float(oldest[0][1])
+        floor = float(oldest[0][1]) if oldest else float(2**53)  # no record left: drop the whole index
         values = await self._redis.hgetall(facets_key(source))
         async with self._redis.pipeline(transaction=False) as pipe:
             for name, newest in values.items():
@@ -259,7 +282,7 @@ class SearchIndex:
             pipe.zcard(jobs_key(source))
             pipe.zcard(names.encode(keys.entry_index(source)))
             *_done, jobs, records = await pipe.execute()
-        if int(jobs) > JOBS_SLACK * max(int(records), 1):  # hand-offs the record trim dropped: rebuild
+        if int(jobs) > JOBS_SLACK * int(records):  # hand-offs the record trim dropped: rebuild
             stale: list[Any] = [m for m in await self._redis.zrange(jobs_key(source), 0, -1) if member_ms(m) < floor]
             for i in range(0, len(stale), INDEX_CHUNK):
                 await self._redis.zrem(jobs_key(source), *stale[i : i + INDEX_CHUNK])

@@ -28,6 +28,7 @@ from bridge.console.views import (
     GroupSummaryView,
     GroupView,
     Link,
+    MemoryPlanView,
     Overview,
     RetentionNote,
     SilenceMatchers,
@@ -89,6 +90,8 @@ class HostileService(ConsoleService):
             retention=[RetentionNote(store=HOSTILE, count=9, cap=10, setting="[sources] archive_max"),
                        RetentionNote(store="dramatiq set dramatiq:billing.XQ (dramatiq)", count=3500, cap=3600,
                                      setting="dead_message_ttl", unit="seconds")],
+            memory_plan=MemoryPlanView(per_second=10.0, days=30, projected_bytes=900_000_000, largest=HOSTILE,
+                                       maxmemory_bytes=1_000_000_000, warn=True, share=0.7),
         )
 
     async def source_entries(self, source: str, offset: int = 0, limit: int = 50) -> EntryPage:
@@ -213,6 +216,10 @@ async def test_the_overview_lists_what_is_failing_now_and_groups_newest_first() 
     banner = html.split('id="retention"', 1)[1].split("</section>", 1)[0]
     assert "9 of 10" in banner and "[sources] archive_max" in banner and "&lt;script&gt;" in banner
     assert "3500 of 3600 seconds (the age of the oldest)" in banner, "a store trimmed by age says so"
+    plan = html.split('id="memory-plan"', 1)[1].split("</section>", 1)[0]
+    assert "10.00 dead letters a second" in plan and "<b>900 MB</b>" in plan and "90 % of maxmemory (1,000 MB)" in plan
+    assert "more than 70 %" in plan and "&lt;script&gt;" in plan
+    assert 'role="alert"' in html.split('id="memory-plan"')[0][-60:], "past the share: a banner"
 
 
 async def test_read_only_mode_shows_no_token_box_and_no_action_button() -> None:
