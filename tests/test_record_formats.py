@@ -252,3 +252,21 @@ async def test_healthz_says_how_many_items_wait_for_a_newer_replica(aredis: aior
     assert check is not None and check.status is Status.DEGRADED and not health.failing()
     assert check.detail == "2 items of a newer format wait for a newer replica (hook 2)"
     assert metrics.registry.get_sample_value("dlq_bridge_newer_format_items", {"sink": "hook"}) == 2
+
+
+async def test_retry_beside_0_1_0_puts_an_item_back_in_the_format_0_1_0_reads(
+    aredis: aioredis.Redis, redis_url: str, tmp_path: Path,
+) -> None:
+    """A rollback to 0.1.0: it recorded a format-2 item it could not read; retried from 0.2.0 while a
+    0.1.0 replica is alive, the item goes back in format 1, which 0.1.0 reads."""
+    await aredis.set(keys.heartbeat("old-1"), json.dumps({"host": "h", "pid": 7, "at": 1.0}), ex=30)
+    item, body = "2:100:orders:r1:0123456789abcdef", RecordFormat().alert_json(alert_with_repairs())
+    await aredis.lpush(keys.UNDELIVERABLE, json.dumps({"sink": "hook", "error": "unreadable queued alert",
+                                                       "item": item, "body": {"raw": body}, "at": 1.0}))
+    cfg = write_config(tmp_path / "b.toml", {"redis": {"url": redis_url, "consumer_id": "cli"},
+                                             "sinks": [{"name": "hook", "type": "webhook",
+                                                        "url": "http://127.0.0.1:9/in", "secret": "s"}]})
+    code, out, err = await cli("--config", str(cfg), "undeliverable", "retry")
+    assert code == 0, out + err
+    queued = (await aredis.hget(keys.sink_queue("hook").items, item)).decode()
+    assert format_of(queued) == 1 and "repairs" not in json.loads(queued)["summary"]

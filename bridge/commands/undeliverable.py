@@ -35,6 +35,7 @@ from bridge.delivery.assembly import build_ledger, build_routes
 from bridge.delivery.redeliver import retry_one
 from bridge.delivery.send import Deliverer, Route
 from bridge.settings import Settings
+from bridge.stores.fleet import live_replicas
 from bridge.stores.undeliverable_records import Stored, UndeliverableStore
 
 EPILOG = """examples:
@@ -125,6 +126,7 @@ async def retry(
             ledger = build_ledger(settings, client, owner=f"{settings.redis.consumer_id}.cli")
             deliverer = Deliverer(delivery, ledger, Metrics(), Health())
             store = UndeliverableStore(client)
+            store.formats.follow([r.reads for r in await live_replicas(client)])  # 0.1.0 replicas read format 1
             every = list(reversed(await store.records()))
             problem = unknown_sink(settings, sink, every)
             if problem:

@@ -6,6 +6,7 @@ from pydantic import ValidationError
 
 from bridge.core.formats import format_of
 from bridge.core.models import Alert
+from bridge.delivery.downgrade import in_format
 from bridge.delivery.send import Deliverer, Route
 from bridge.stores.undeliverable_records import UNREADABLE, Stored, UndeliverableStore
 
@@ -18,7 +19,7 @@ async def retry_one(
     if format_of(item.raw) > store.formats.reads:
         return False, f"skipped: written by a newer release (record format {format_of(item.raw)}); retry it there"
     if record.get("error") == UNREADABLE:
-        if await store.requeue(item):
+        if await store.requeue(item, lambda raw: in_format(raw, store.formats)):
             return True, "put back in its sink's queue, for a replica that reads it"
         return False, "skipped: the record holds only part of the queued item"
     route = routes.get(str(record.get("sink")))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,9 +128,10 @@ class UndeliverableStore:
         await self.depth()
         return bool(removed)
 
-    async def requeue(self, stored: Stored) -> bool:
-        """Put an unreadable item's record back in its sink's queue, whole, then remove the record
-        (False: the record holds no whole item). A repeat puts the same item id: queued once."""
+    async def requeue(self, stored: Stored, convert: Callable[[str], str | None] = lambda raw: raw) -> bool:
+        """Put an unreadable item's record back in its sink's queue, whole (through `convert`: in the
+        format the fleet writes), then remove the record (False: the record holds no whole item).
+        A repeat puts the same item id: queued once."""
         record = stored.record
         raw = record.get("body", {}).get("raw") if isinstance(record.get("body"), dict) else None
         sink, item = record.get("sink"), record.get("item")
@@ -137,7 +139,7 @@ class UndeliverableStore:
             return False
         if not record.get("whole", _parses(raw)):  # 0.1.0 kept 10,000 bytes and said nothing: whole if it parses
             return False
-        await SinkQueue(self._redis, sink).put(item, raw)
+        await SinkQueue(self._redis, sink).put(item, convert(raw) or raw)
         await self.remove(stored)
         return True
 
