@@ -11,6 +11,8 @@ import redis
 import redis.asyncio as aioredis
 
 from bridge.settings import Settings, load_settings
+from tests.support import workers
+from tests.support.parallel import group_by_shared_fixtures
 from tests.support.peers import fail_a_peer_skip
 from tests.support.redis_server import find_test_redis
 
@@ -22,9 +24,38 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     fail_a_peer_skip(outcome.get_result())  # type: ignore[attr-defined]
 
 
+_KIND_SKIPS: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Remember why a kind's tests were skipped (a missing tool skips only its own kind)."""
+    if report.skipped and "tests/kinds/" in report.nodeid and isinstance(report.longrepr, tuple):
+        _KIND_SKIPS.setdefault(str(report.longrepr[2]).removeprefix("Skipped: "), report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print those reasons at the end of the run (here, not in tests/kinds/: under pytest-xdist
+    only this conftest is loaded where the reports arrive)."""
+    for reason in sorted(_KIND_SKIPS):
+        terminalreporter.write_line(f"kind tests skipped: {reason}")
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject's addopts): DLQ_BRIDGE_TEST_WORKERS, else two workers per core."""
+    return workers.wanted()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups from the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, tests that share a fixture wider than one test run on one worker."""
+    if config.getoption("dist", "no") != "no":
+        group_by_shared_fixtures(items)
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
-    url, server = find_test_redis()
+    url, server = find_test_redis(workers.index())
     yield url
     if server is not None:
         server.stop()
