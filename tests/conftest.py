@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -12,7 +13,7 @@ import redis.asyncio as aioredis
 
 from bridge.settings import Settings, load_settings
 from tests.support import workers
-from tests.support.parallel import group_by_shared_fixtures
+from tests.support.parallel import SharedPeerScheduling, unshared
 from tests.support.peers import fail_a_peer_skip
 from tests.support.redis_server import find_test_redis
 
@@ -46,11 +47,17 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return workers.wanted()
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups from the marks
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # before xdist's own scheduler
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> SharedPeerScheduling | None:
+    """`--dist loadgroup`: tests sharing a heavy peer or a module fixture run on one worker
+    (tests/support/parallel.py); other --dist modes keep xdist's own scheduler."""
+    return SharedPeerScheduling(config, log) if config.getoption("dist") == "loadgroup" else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, tests that share a fixture wider than one test run on one worker."""
-    if config.getoption("dist", "no") != "no":
-        group_by_shared_fixtures(items)
+    """Warn about a test sharing a wider fixture that parallel workers would split."""
+    for message in unshared(items):
+        warnings.warn(pytest.PytestWarning(message), stacklevel=1)
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
-# Both runs share import-linter's cache in the checkout (.import_linter_cache): one worker, in turn.
-pytestmark = pytest.mark.xdist_group("import-linter-cache")
 
 
 def test_every_import_contract_is_kept() -> None:

@@ -1,17 +1,21 @@
-"""Which tests must run on one pytest-xdist worker: those sharing a fixture wider than one test.
+"""Which tests run on one pytest-xdist worker, in turn: those sharing a fixture wider than one test.
 
-`--dist loadgroup` (pyproject's addopts) hands each test to whichever worker is free, except
-tests carrying the same `xdist_group` mark, which run on one worker, in order. The mark is set
-here from the fixtures, so a new test needs no mark of its own:
+pyproject's addopts run the suite in parallel workers (`-n auto --dist loadgroup`). Each free
+worker takes the next test, except that the tests of one entry of `SHARED` form one unit of
+work, run by one worker in collection order:
 
-- a session or package fixture of a folder's conftest (the real model and its gateway in
-  tests/realmodel/, the real OpenClaw gateway in tests/gateway/, the 6-node Redis Cluster in
-  tests/cluster/) groups that folder: the heavy peer starts once, on one worker, instead of on
-  every worker that meets one of its tests;
-- a module or class fixture (the console's browser and sign-in bridges) groups its module or
-  class: built once, and its tests keep their order.
+- a session fixture of a folder's conftest: the real model and its gateway (tests/realmodel/),
+  the real OpenClaw gateway (tests/gateway/), the 6-node Redis Cluster (tests/cluster/). The
+  heavy peer starts once, on one worker, instead of on every worker that meets one of its tests
+  (the model alone takes 30-75 s of both cores to load and warm up);
+- a module fixture (the console's browser and sign-in bridges, the deploy manifests): built
+  once, and its tests keep their order;
+- a file in the checkout two tests write (import-linter's cache).
 
-The suite's own session fixtures (tests/conftest.py: each worker's private Redis) group nothing.
+The units are made by `SharedPeerScheduling`, from the node ids: xdist's own `xdist_group` marks
+no longer reach its scheduler on pytest 9.2 (pytest-xdist issue 1386), so a mark cannot do it.
+`unshared` (run by tests/conftest.py at collection) names any test that shares a wider fixture
+and is missing from `SHARED`, so a new module fixture is not silently split across workers.
 """
 
 from __future__ import annotations
@@ -19,20 +23,45 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
+
+SHARED = (
+    "tests/realmodel/",
+    "tests/gateway/",
+    "tests/cluster/",
+    "tests/console/test_browser.py",
+    "tests/console/test_sign_in.py",
+    "tests/test_deploy_manifests.py",
+    "tests/test_import_contracts.py",  # both runs write import-linter's cache in the checkout
+)
 
 _WIDER = ("session", "package", "module", "class")
 
 
-def group_by_shared_fixtures(items: Iterable[pytest.Item], suite: str = "tests") -> None:
-    """Mark every item that shares a wider fixture with `xdist_group(<what it shares>)`."""
-    for item in items:
-        group = shared_scope(item, suite)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
+def shared_unit(nodeid: str) -> str:
+    """The `SHARED` entry `nodeid` belongs to, or "" when it runs wherever a worker is free."""
+    return next((prefix for prefix in SHARED if nodeid.startswith(prefix)), "")
+
+
+class SharedPeerScheduling(LoadScopeScheduling):
+    """xdist's scope scheduling, with one unit per `SHARED` entry and one per other test.
+
+    Units are handed out largest first (xdist's --loadscope-reorder default), so the long shared
+    units start at once, each on its own worker, and single tests fill the gaps."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return shared_unit(nodeid) or nodeid
+
+
+def unshared(items: Iterable[pytest.Item], suite: str = "tests") -> list[str]:
+    """Messages for the tests that share a fixture wider than one test but no `SHARED` unit."""
+    return [f"{item.nodeid} shares {scope} but no entry of tests/support/parallel.py SHARED"
+            for item in items if (scope := shared_scope(item, suite)) and not shared_unit(item.nodeid)]
 
 
 def shared_scope(item: pytest.Item, suite: str) -> str:
-    """The widest thing `item` shares through a fixture ("" for none): a folder, a module, a class."""
+    """The widest thing `item` shares through a fixture of ours ("" for none): a folder, a module, a class.
+    The suite's own session fixtures (tests/conftest.py: each worker's private Redis) share nothing."""
     ours = [fixture for fixture in _fixtures(item) if fixture.baseid and fixture.scope in _WIDER]  # not plugins'
     scopes = {_scope_of(item, fixture) for fixture in ours} - {suite}
     return min(scopes, key=len, default="")
