@@ -7,7 +7,8 @@ work, run by one worker in collection order:
 - a session fixture of a folder's conftest: the real model and its gateway (tests/realmodel/),
   the real OpenClaw gateway (tests/gateway/), the 6-node Redis Cluster (tests/cluster/). The
   heavy peer starts once, on one worker, instead of on every worker that meets one of its tests
-  (the model alone takes 30-75 s of both cores to load and warm up);
+  (the model alone takes 30-75 s of both cores to load and warm up); the two Node peers' folders
+  are one unit, so the gateway's timed tests never run beside the model's computing;
 - a module fixture (the console's browser and sign-in bridges, the deploy manifests): built
   once, and its tests keep their order;
 - a file in the checkout two tests write (import-linter's cache).
@@ -25,22 +26,24 @@ from collections.abc import Iterable
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-SHARED = (
-    "tests/realmodel/",
-    "tests/gateway/",
-    "tests/cluster/",
-    "tests/console/test_browser.py",
-    "tests/console/test_sign_in.py",
-    "tests/test_deploy_manifests.py",
-    "tests/test_import_contracts.py",  # both runs write import-linter's cache in the checkout
-)
+SHARED = {  # where a test's node id starts: the unit it belongs to
+    # The real model computes on both cores for minutes; the gateway tests' timeouts (15 s to reach
+    # the model behind the gateway) failed beside it once: the two Node peers run one after the other.
+    "tests/gateway/": "node peers",
+    "tests/realmodel/": "node peers",
+    "tests/cluster/": "tests/cluster/",
+    "tests/console/test_browser.py": "tests/console/test_browser.py",
+    "tests/console/test_sign_in.py": "tests/console/test_sign_in.py",
+    "tests/test_deploy_manifests.py": "tests/test_deploy_manifests.py",
+    "tests/test_import_contracts.py": "tests/test_import_contracts.py",  # both write import-linter's cache
+}
 
 _WIDER = ("session", "package", "module", "class")
 
 
 def shared_unit(nodeid: str) -> str:
     """The `SHARED` entry `nodeid` belongs to, or "" when it runs wherever a worker is free."""
-    return next((prefix for prefix in SHARED if nodeid.startswith(prefix)), "")
+    return next((unit for prefix, unit in SHARED.items() if nodeid.startswith(prefix)), "")
 
 
 class SharedPeerScheduling(LoadScopeScheduling):
