@@ -58,8 +58,11 @@ class SharedPeerScheduling(LoadScopeScheduling):
 
 def unshared(items: Iterable[pytest.Item], suite: str = "tests") -> list[str]:
     """Messages for the tests that share a fixture wider than one test but no `SHARED` unit."""
-    return [f"{item.nodeid} shares {scope} but no entry of tests/support/parallel.py SHARED"
-            for item in items if (scope := shared_scope(item, suite)) and not shared_unit(item.nodeid)]
+    return [
+        f"{item.nodeid} shares {scope} but no entry of tests/support/parallel.py SHARED"
+        for item in items
+        if (scope := shared_scope(item, suite)) and not shared_unit(item.nodeid)
+    ]
 
 
 def shared_scope(item: pytest.Item, suite: str) -> str:
