@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -11,6 +12,8 @@ import redis
 import redis.asyncio as aioredis
 
 from bridge.settings import Settings, load_settings
+from tests.support import workers
+from tests.support.parallel import SharedPeerScheduling, unshared
 from tests.support.peers import fail_a_peer_skip
 from tests.support.redis_server import find_test_redis
 
@@ -22,9 +25,44 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     fail_a_peer_skip(outcome.get_result())  # type: ignore[attr-defined]
 
 
+_KIND_SKIPS: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Remember why a kind's tests were skipped (a missing tool skips only its own kind)."""
+    if report.skipped and "tests/kinds/" in report.nodeid and isinstance(report.longrepr, tuple):
+        _KIND_SKIPS.setdefault(str(report.longrepr[2]).removeprefix("Skipped: "), report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print those reasons at the end of the run (here, not in tests/kinds/: under pytest-xdist
+    only this conftest is loaded where the reports arrive)."""
+    for reason in sorted(_KIND_SKIPS):
+        terminalreporter.write_line(f"kind tests skipped: {reason}")
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject's addopts): DLQ_BRIDGE_TEST_WORKERS, else two workers per core."""
+    return workers.wanted()
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # before xdist's own scheduler
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> SharedPeerScheduling | None:
+    """`--dist loadgroup`: tests sharing a heavy peer or a module fixture run on one worker
+    (tests/support/parallel.py); other --dist modes keep xdist's own scheduler."""
+    return SharedPeerScheduling(config, log) if config.getoption("dist") == "loadgroup" else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Warn about a test sharing a wider fixture that parallel workers would split."""
+    for message in unshared(items):
+        warnings.warn(pytest.PytestWarning(message), stacklevel=1)
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
-    url, server = find_test_redis()
+    url, server = find_test_redis(workers.index())
     yield url
     if server is not None:
         server.stop()

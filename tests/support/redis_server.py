@@ -13,14 +13,14 @@ No test ever looks for a Redis on 6379 by itself.
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
 from bridge.clients.embedded import EmbeddedRedis
+from tests.support.ports import free_port
 
 TEST_DB = 9
 URL_ENV = "DLQ_BRIDGE_TEST_REDIS_URL"
@@ -30,18 +30,16 @@ class NotEmptyError(RuntimeError):
     """The explicitly named test database holds data the suite did not write."""
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def find_test_redis(worker: int = 0) -> tuple[str, EmbeddedRedis | None]:
+    """A Redis URL for tests, and the private server to stop (if one was started).
 
-
-def find_test_redis() -> tuple[str, EmbeddedRedis | None]:
-    """A Redis URL for tests, and the private server to stop (if one was started)."""
+    Parallel workers each start their own server; on a named one, worker N takes the database
+    N after the named one (each checked empty), so no two workers flush each other's data."""
     given = os.environ.get(URL_ENV)
     if given:
-        refuse_unless_empty(given)
-        return given, None
+        url = shift_database(given, worker)
+        refuse_unless_empty(url)
+        return url, None
     server = start_private_redis(appendonly=False)
     return f"redis://127.0.0.1:{server.port}/{TEST_DB}", server
 
@@ -66,6 +64,15 @@ def start_private_redis(appendonly: bool = True) -> EmbeddedRedis:
     server = EmbeddedRedis(Path(tempfile.mkdtemp(prefix="dlqb-private-")), free_port(), appendonly=appendonly)
     server.start()
     return server
+
+
+def shift_database(url: str, by: int) -> str:
+    """`url` with its database number raised by `by` (redis://host:port/3 and by=2: /5)."""
+    if not by:
+        return url
+    parts = urlsplit(url)
+    database = int(parts.path.strip("/") or 0) + by
+    return urlunsplit(parts._replace(path=f"/{database}"))
 
 
 def url_port(url: str) -> int:
