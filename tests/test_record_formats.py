@@ -270,3 +270,17 @@ async def test_retry_beside_0_1_0_puts_an_item_back_in_the_format_0_1_0_reads(
     assert code == 0, out + err
     queued = (await aredis.hget(keys.sink_queue("hook").items, item)).decode()
     assert format_of(queued) == 1 and "repairs" not in json.loads(queued)["summary"]
+
+
+async def test_an_item_rewritten_for_this_replica_while_it_held_it_goes_back_to_ready(aredis: aioredis.Redis) -> None:
+    """A newer replica rewrites an item (for an older replica that joined) after the older one took it
+    and before it could leave it: the older one finds the rewrite and puts the item back to ready."""
+    older = SinkQueue(aredis, "pd", reads=2)
+    item = "2:100:orders:job-1:0123456789abcdef"
+    await older.put(item, stamp(make_alert().model_dump_json(), 3))
+    [taken] = await older.take(5)
+    assert await older.rewrite(item, stamp(make_alert().model_dump_json(), 2), 2)
+    assert not await older.leave_newer(taken.id, format_of(taken.body))
+    assert (await older.stats()).newer == 0
+    [again] = await older.take(5)
+    assert format_of(again.body) == 2

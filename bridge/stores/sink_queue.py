@@ -154,14 +154,20 @@ end
 return back
 """
 
-# KEYS: leased, newer, items. ARGV: id, its format. Only a leased item still queued is left (an
-# acked one is gone).
-LEAVE_NEWER_LUA = """
-if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 and redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
-  redis.call('ZADD', KEYS[2], tonumber(ARGV[2]), ARGV[1])
-  return 1
+# KEYS: ready, leased, newer, items. ARGV: id, the format the caller reads. Only a leased item still
+# queued is left (an acked one is gone), under the format its body has *now*: a newer replica may
+# have rewritten it for this one since it was taken (bridge.delivery.downgrade), and then it goes
+# back to ready instead. Returns 1 left, 2 back to ready, 0 gone.
+LEAVE_NEWER_LUA = _ORDER_LUA + """
+local body = redis.call('HGET', KEYS[4], ARGV[1])
+if not body or redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end
+local fmt = tonumber(string.match(body, '^{"v":(%d+)[,}]') or '1')
+if fmt <= tonumber(ARGV[2]) then
+  redis.call('ZADD', KEYS[1], order(ARGV[1]), ARGV[1])
+  return 2
 end
-return 0
+redis.call('ZADD', KEYS[3], fmt, ARGV[1])
+return 1
 """
 
 # KEYS: items, newer. ARGV: id, body, format. Only an item still queued is rewritten.
@@ -311,11 +317,14 @@ class SinkQueue:
             until = now_ms() + self._lease_ms
             await self._redis.zadd(self.keys.leased, dict.fromkeys(items, until), xx=True)
 
-    async def leave_newer(self, item: str, fmt: int) -> bool:
-        """Leave a leased item of record format `fmt` (newer than this replica reads) for a replica
-        that reads it: out of its lease, never taken by this replica again (see module doc)."""
-        return bool(await self._leave_newer(keys=[self.keys.leased, self.keys.newer, self.keys.items],
-                                            args=[item, fmt]))
+    async def leave_newer(self, item: str, fmt: int = 0) -> bool:
+        """Leave a leased item of a record format newer than this replica reads for a replica that
+        reads it: out of its lease, never taken by this replica again (see module doc). False when it
+        is gone, or was rewritten in a format this replica reads meanwhile (then it is ready again).
+        `fmt` (what the caller saw) is only for the caller's log: the script reads the body again."""
+        left = await self._leave_newer(keys=[*self._all[:2], self.keys.newer, self.keys.items],
+                                       args=[item, self._reads])
+        return int(left) == 1
 
     async def newer_than(self, fmt: int) -> AsyncIterator[tuple[str, str]]:
         """(id, body) of every queued item of a record format newer than `fmt` (an HSCAN)."""
