@@ -15,7 +15,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -26,18 +25,10 @@ import redis
 from redis.cluster import RedisCluster
 
 from tests.support.bridge_process import terminate
+from tests.support.ports import bindable
 
 NODE_TIMEOUT_MS = 2000
 NODES = 6
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def free_cluster_ports(count: int) -> list[int]:
@@ -45,7 +36,7 @@ def free_cluster_ports(count: int) -> list[int]:
     ports: list[int] = []
     while len(ports) < count:
         port = random.randint(20000, 29999)
-        if port not in ports and _bindable(port) and _bindable(port + 10000):
+        if port not in ports and bindable(port) and bindable(port + 10000):
             ports.append(port)
     return ports
 
