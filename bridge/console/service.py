@@ -66,7 +66,7 @@ from bridge.stores.archive import STATS_BUCKET_S, Archive, Record, minute_of
 from bridge.stores.audit import AuditLog, AuditRecord
 from bridge.stores.search_index import SearchIndex
 from bridge.stores.silences import Silence, SilenceStore
-from bridge.stores.undeliverable_records import Stored, UndeliverableStore
+from bridge.stores.undeliverable_records import Stored, UndeliverableStore, retryable
 
 PAGE_MAX = 200
 HOUR_BUCKETS = 3600 // STATS_BUCKET_S
@@ -357,7 +357,7 @@ def undeliverable_view(stored: Stored) -> UndeliverableView:
         at=_opt_float(r.get("at")), queue=_opt_str(r.get("queue")), job_id=_opt_str(r.get("job_id")),
         source_key=_opt_str(r.get("source_key")), raw_digest=_opt_str(r.get("raw_digest")),
         group_key=_opt_str(r.get("group_key")), count=_opt_int(r.get("count")),
-        retryable=isinstance(r.get("alert"), dict),
+        retryable=retryable(r),
     )
 
 
@@ -371,11 +371,9 @@ def silence_view(silence: Silence, now: float) -> SilenceView:
 
 
 def _total(sources: Sequence[SourceView]) -> SummarySourceCounts:
-    return SummarySourceCounts(
-        openclaw=sum(s.summaries_last_hour.openclaw for s in sources),
-        cache=sum(s.summaries_last_hour.cache for s in sources),
-        fallback=sum(s.summaries_last_hour.fallback for s in sources),
-    )
+    counts = [s.summaries_last_hour for s in sources]
+    return SummarySourceCounts(openclaw=sum(c.openclaw for c in counts), cache=sum(c.cache for c in counts),
+                               fallback=sum(c.fallback for c in counts))
 
 
 async def _kind_depth(source: KindReader) -> int | None:

@@ -55,6 +55,12 @@ def unreadable_record(sink: str, item: str, body: str) -> dict[str, Any]:
             "body": {"raw": body[:MAX_ITEM_CHARS]}, "whole": len(body) <= MAX_ITEM_CHARS}
 
 
+def retryable(record: dict[str, Any]) -> bool:
+    """Whether `undeliverable retry` can act on a record: it holds an alert, or a whole queued item."""
+    whole = isinstance(record.get("item"), str) and record.get("whole", True) is not False
+    return isinstance(record.get("alert"), dict) or (record.get("error") == UNREADABLE and whole)
+
+
 def build_record(
     sink: str, sink_type: str, alert: Alert, body: dict[str, Any], failure: Failure,
     formats: RecordFormat | None = None,
