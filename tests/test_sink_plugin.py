@@ -81,7 +81,7 @@ def test_a_toy_table_is_validated_by_the_plug_in_model(toy: SinkPlugin[ToySinkSe
     path.write_text('[[sinks]]\ntype = "toy"\nname = "t"\n')
     with pytest.raises(ConfigError) as missing:
         load_settings(path, environ={})
-    assert missing.value.problems == ["sinks.0.url: required key is missing"]
+    assert missing.value.problems == ['sinks["t"].url: required key is missing']
     assert '`[[sinks]] type = "toy"` | `url` |' in reference(), "the config reference lists the new table"
 
 
@@ -90,7 +90,7 @@ def test_without_the_plug_in_the_type_is_refused(tmp_path: Any) -> None:
     path.write_text('[[sinks]]\ntype = "toy"\nname = "t"\nurl = "http://127.0.0.1:9/x"\n')
     with pytest.raises(ConfigError) as refused:
         load_settings(path, environ={})
-    assert refused.value.problems == ["sinks.0: type must be one of " + ", ".join(SINKS.types())]
+    assert refused.value.problems == ['sinks["t"]: type must be one of ' + ", ".join(SINKS.types())]
 
 
 async def test_the_toy_sink_is_delivered_and_held_back_by_a_silence(
