@@ -48,6 +48,7 @@ from bridge.config.sections import (
     SeveritySettings,
 )
 from bridge.config.sources import ListSourcesSettings
+from bridge.config.tracing import TracingSettings
 from bridge.core.errors import ConfigError
 from bridge.core.models import Severity
 from bridge.sinks.console import ConsoleSinkSettings
@@ -106,6 +107,7 @@ class Settings(BaseSettings):
     http: HttpSettings = Field(default_factory=HttpSettings)
     runbooks: RunbookSettings = Field(default_factory=RunbookSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
     sinks: list[_SinkTable] = Field(default_factory=list)
 
     @classmethod

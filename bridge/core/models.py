@@ -10,6 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from bridge.core.trace_context import TraceContext
+
 
 class Severity(StrEnum):
     """PagerDuty's four severities, most urgent first."""
@@ -56,6 +58,13 @@ class DeadLetter(BaseModel):
     fingerprint: str = ""
     reported_queue: str | None = None  # the `queue` the payload claims; shown, never routed on
     source_kind: str | None = None  # `sidekiq`, `bullmq`, … for a kind record; None for a list entry
+    traceparent: str | None = None  # the job's W3C trace context, validated (bridge.core.trace_context)
+    tracestate: str | None = None
+
+    @property
+    def trace(self) -> TraceContext | None:
+        """The job's trace context, when the job system kept a valid one."""
+        return TraceContext.parse(self.traceparent, self.tracestate) if self.traceparent else None
 
     @property
     def idempotency_key(self) -> str:

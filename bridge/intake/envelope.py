@@ -18,6 +18,7 @@ from typing import Any
 from bridge.core.claimed import entry_digest
 from bridge.core.models import DeadLetter
 from bridge.core.names import queue_of
+from bridge.core.trace_context import TraceContext
 from bridge.core.untrusted import escape_controls, short_digest, strip_invisible
 from bridge.intake.streamed_fields import read_top_fields
 
@@ -172,7 +173,19 @@ def _from_object(obj: dict[str, Any], source_key: str, digest: str, excerpt_max:
         first_failed_at=_failed_at(obj),
         payload_excerpt=_excerpt(obj, excerpt_max),
         raw_digest=digest,
+        **_trace_fields(obj),
     )
+
+
+def _trace_fields(obj: dict[str, Any]) -> dict[str, str]:
+    """`traceparent` and `tracestate` when the entry holds a valid W3C trace context; none otherwise."""
+    context = TraceContext.parse(obj.get("traceparent"), obj.get("tracestate"))
+    if context is None:
+        return {}
+    fields = {"traceparent": context.traceparent}
+    if context.tracestate is not None:
+        fields["tracestate"] = context.tracestate
+    return fields
 
 
 def _scalar_text(value: Any) -> str | None:

@@ -170,8 +170,9 @@ _KEY = _any(*sp.KEY_NEEDLES)
 _COMMON_RULES: tuple[_Rule | _KeyValueRule, ...] = (
     _Rule(sp.PRIVATE_KEY_BLOCK, lambda _m: REDACTED, _any("private key")),
     _Rule(sp.URL_USERINFO, lambda m: f"{m.group(1)}{REDACTED}@", _all(_any("://"), _any("@"))),
-    _Rule(sp.AUTH_SCHEME, lambda m: f"{m.group(1)}{m.group(2) or m.group(3)}{REDACTED}",
-          _any("bearer", "basic", "token")),
+    _Rule(
+        sp.AUTH_SCHEME, lambda m: f"{m.group(1)}{m.group(2) or m.group(3)}{REDACTED}", _any("bearer", "basic", "token")
+    ),
     _KeyValueRule(_all(_any("=", ":"), _KEY)),
     _Rule(sp.XML_ELEMENT, lambda m: f"{m.group(1)}{REDACTED}", _all(_any("<"), _KEY)),
     _Rule(sp.TOKEN_SHAPES, lambda _m: REDACTED, _any(*sp.TOKEN_NEEDLES)),
@@ -251,6 +252,11 @@ def _optional(rule: Callable[[str], str], text: str | None) -> str | None:
     return None if text is None else rule(text)
 
 
+def _kept_if_clean(text: str | None) -> str | None:
+    """`text` when redaction leaves it as it is; a `tracestate` with anything secret-shaped is dropped."""
+    return text if text is not None and redact_text(text) == text else None
+
+
 def redact_envelope(dead_letter: DeadLetter, excerpt_max: int) -> DeadLetter:
     """The redaction stage: every text field of a normalized envelope, once (docs/design.md, section 3)."""
     dl = dead_letter
@@ -266,5 +272,6 @@ def redact_envelope(dead_letter: DeadLetter, excerpt_max: int) -> DeadLetter:
             "first_failed_at": _optional(redact_text, dl.first_failed_at),
             "payload_excerpt": _optional(lambda t: redact_excerpt(t, excerpt_max), dl.payload_excerpt),
             "parse_error": _optional(redact_text, dl.parse_error),
+            "tracestate": _kept_if_clean(dl.tracestate),
         }
     )

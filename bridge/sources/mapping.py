@@ -32,6 +32,8 @@ class Mapped:
     first_failed_at: str | None = None
     correlation_id: str | None = None
     payload: Any = None
+    traceparent: str | None = None  # as the job system kept it; intake validates it (W3C)
+    tracestate: str | None = None
 
 
 def to_raw(mapped: Mapped) -> bytes:
@@ -44,6 +46,8 @@ def to_raw(mapped: Mapped) -> bytes:
         "first_failed_at": mapped.first_failed_at,
         "correlation_id": mapped.correlation_id,
         "payload": mapped.payload,
+        "traceparent": mapped.traceparent,
+        "tracestate": mapped.tracestate,
     }
     obj.update({k: v for k, v in optional.items() if v is not None})
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode()
