@@ -198,4 +198,3 @@ class WatchedTable:
     async def fill(self) -> StoreFill:
         rows = await self._db.rows(*self._mapper.total())
         return StoreFill(self.key, int(rows[0]["n"]) if rows else 0, None)
-

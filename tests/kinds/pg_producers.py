@@ -92,12 +92,21 @@ def produce_pgboss(url: str, queue: str, count: int, attempts: int = 2) -> list[
     """`count` jobs that throw `attempts` times each, failed by a real pg-boss worker; their ids."""
     done = subprocess.run(
         ["node", "produce.mjs", url, queue, str(count), str(attempts)],
-        cwd=PRODUCERS / "pgboss", check=True, timeout=120, capture_output=True, text=True,
+        cwd=PRODUCERS / "pgboss",
+        check=True,
+        timeout=120,
+        capture_output=True,
+        text=True,
     )
     return [str(i) for i in json.loads(done.stdout.strip().splitlines()[-1])]
 
 
 def pgboss_jobs(url: str, queue: str, action: str, *job_ids: str) -> None:
     """pg-boss's own API (tests/producers/pgboss/jobs.mjs): `retry` or `delete` jobs by id."""
-    subprocess.run(["node", "jobs.mjs", url, queue, action, *job_ids], cwd=PRODUCERS / "pgboss", check=True,
-                   timeout=60, capture_output=True)
+    subprocess.run(
+        ["node", "jobs.mjs", url, queue, action, *job_ids],
+        cwd=PRODUCERS / "pgboss",
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )

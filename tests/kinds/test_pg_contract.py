@@ -12,8 +12,8 @@ from pydantic import SecretStr
 
 from bridge.clients.postgres import PgReader
 from bridge.sources.kinds import KindReader
-from tests.kinds import pg_producers
 from bridge.sources.mapping import dead_letter
+from tests.kinds import pg_producers
 from tests.kinds.test_contract import LEASE_S, WatchedKind, drain
 
 pytestmark = pytest.mark.xdist_group("postgres")
@@ -55,15 +55,18 @@ class TestPgBoss(PgKind):
         return await asyncio.to_thread(pg_producers.produce_pgboss, self.db.url, "invoices", count, 2)
 
     async def reader(self, consumer: str) -> KindReader:
-        from bridge.sources.pgboss import pgboss_source
+        from bridge.sources.pg_boss import pgboss_source
 
-        return pgboss_source("pgboss", self.pg_reader(), self.client(), lease_s=LEASE_S, poll_s=0.0, settle_s=0.0,
-                             clock=self.now)
+        return pgboss_source(
+            "pgboss", self.pg_reader(), self.client(), lease_s=LEASE_S, poll_s=0.0, settle_s=0.0, clock=self.now
+        )
 
     async def inject_garbage(self) -> None:
         await asyncio.to_thread(pg_producers.produce_pgboss, self.db.url, "junk", 1, 1)
-        self.db.execute("UPDATE pgboss.job SET output = '{\"name\": 7, \"message\": [\"x\"]}'::jsonb, "
-                        "data = '[1, {}]'::jsonb, retry_count = -3 WHERE name = 'junk'")
+        self.db.execute(
+            'UPDATE pgboss.job SET output = \'{"name": 7, "message": ["x"]}\'::jsonb, '
+            "data = '[1, {}]'::jsonb, retry_count = -3 WHERE name = 'junk'"
+        )
 
     async def test_garbage_becomes_an_unparseable_or_sparse_dead_letter_never_a_crash(self) -> None:
         """jsonb is always JSON, and a pg-boss job is named by its queue: garbage gives a sparse letter."""

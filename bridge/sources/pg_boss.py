@@ -89,15 +89,20 @@ class PgBossMapper:
         return "state = 'failed'" + (" AND name = ANY(%(queues)s)" if self._queues else "")
 
     def page(self, after: After, limit: int, settle_s: float) -> Query:
-        queue, job_id = split_member(after.member) if after.member else ("", LOWEST_UUID)
+        job_id = split_member(after.member)[1] if after.member else LOWEST_UUID
         sql = f"""SELECT id::text || ':' || name AS member, {SCORE} AS score, {bounded("data")} AS data,
             {bounded("output")} AS output, retry_count
             FROM {self._job} WHERE {self._where()}
               AND completed_on <= clock_timestamp() - make_interval(secs => %(settle_s)s)
               AND (completed_on, id) > (%(ts)s, %(id)s::uuid)
             ORDER BY completed_on, id LIMIT %(limit)s"""
-        params = {"queues": self._queues, "settle_s": settle_s, "ts": time_of(after.score), "id": job_id,
-                  "limit": limit}
+        params = {
+            "queues": self._queues,
+            "settle_s": settle_s,
+            "ts": time_of(after.score),
+            "id": job_id,
+            "limit": limit,
+        }
         return sql, params
 
     def one(self, member: str) -> Query:
@@ -148,8 +153,13 @@ def pgboss_source(
 ) -> WatchedSource:
     """The failed jobs of the listed queues, or of every queue when empty."""
     table = WatchedTable(
-        db, Cursor(bridge, name, lease_s=lease_s), PgBossMapper(schema, queues or []), name,
-        poll_s=poll_s, settle_s=settle_s, clock=clock,
+        db,
+        Cursor(bridge, name, lease_s=lease_s),
+        PgBossMapper(schema, queues or []),
+        name,
+        poll_s=poll_s,
+        settle_s=settle_s,
+        clock=clock,
     )
 
     async def discover() -> list[WatchedTable]:
