@@ -28,7 +28,8 @@ from bridge.sources.kind_settings import (
 )
 from bridge.sources.kinds import KindReader
 from bridge.sources.pg_boss import pgboss_source
-from bridge.sources.pg_settings import PgBossSourceSettings, PgWatchedSettings
+from bridge.sources.pg_procrastinate import procrastinate_source
+from bridge.sources.pg_settings import PgBossSourceSettings, PgWatchedSettings, ProcrastinateSourceSettings
 from bridge.sources.rabbitmq import RabbitMQSource
 from bridge.sources.redis_stream import RedisStreamSource
 from bridge.sources.rq import rq_source
@@ -123,6 +124,15 @@ def pg_reader(cfg: PgWatchedSettings, ctx: KindContext) -> PgReader:
 def pgboss(cfg: PgBossSourceSettings, ctx: KindContext) -> KindReader:
     name = cfg.source_name()
     source = pgboss_source(
+        name, pg_reader(cfg, ctx), ctx.bridge, schema=cfg.schema_name, queues=cfg.queues, lease_s=cfg.lease_s,
+        poll_s=cfg.poll_s, settle_s=cfg.settle_s,
+    )
+    return _checked(cfg, source)
+
+
+def procrastinate(cfg: ProcrastinateSourceSettings, ctx: KindContext) -> KindReader:
+    name = cfg.source_name()
+    source = procrastinate_source(
         name, pg_reader(cfg, ctx), ctx.bridge, schema=cfg.schema_name, queues=cfg.queues, lease_s=cfg.lease_s,
         poll_s=cfg.poll_s, settle_s=cfg.settle_s,
     )

@@ -20,7 +20,7 @@ from bridge.sources.kind_settings import (
     SidekiqSourceSettings,
     SqsSourceSettings,
 )
-from bridge.sources.pg_settings import PgBossSourceSettings
+from bridge.sources.pg_settings import PgBossSourceSettings, ProcrastinateSourceSettings
 
 KINDS = KindRegistry([
     KindPlugin("sidekiq", SidekiqSourceSettings, builders.sidekiq,
@@ -38,6 +38,10 @@ KINDS = KindRegistry([
     KindPlugin("pgboss", PgBossSourceSettings, builders.pgboss,
                "`[[sources.pgboss]]`: pg-boss failed jobs in PostgreSQL, watched (see docs/sources.md).",
                "pg-boss's `retry` (or a pg-boss dashboard) retries these jobs",
+               requires=("psycopg", "psycopg[binary]")),
+    KindPlugin("procrastinate", ProcrastinateSourceSettings, builders.procrastinate,
+               "`[[sources.procrastinate]]`: Procrastinate failed jobs in PostgreSQL, watched (see docs/sources.md).",
+               "Procrastinate's retry (its Django admin, or `JobManager.retry_job_by_id`) retries these jobs",
                requires=("psycopg", "psycopg[binary]")),
     KindPlugin("redis_stream", RedisStreamSourceSettings, builders.redis_stream,
                "`[[sources.redis_stream]]`: dead-letter streams, consumed (see docs/sources.md).",

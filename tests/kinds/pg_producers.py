@@ -7,10 +7,12 @@ postgres, trust auth; DLQ_TEST_PG_URL overrides the server) and drops it afterwa
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -110,3 +112,27 @@ def pgboss_jobs(url: str, queue: str, action: str, *job_ids: str) -> None:
         timeout=60,
         capture_output=True,
     )
+
+
+# --- Procrastinate: a worker running a task that raises (PyPI procrastinate) -------------------
+
+
+def procrastinate_missing() -> str | None:
+    if importlib.util.find_spec("procrastinate") is None:
+        return f"procrastinate: the `procrastinate` package is not installed ({INSTALL_HINT}: pip extra `peers`)"
+    return postgres_missing()
+
+
+def _procrastinate(*args: str) -> str:
+    command = [sys.executable, "-m", "tests.producers.procrastinate_jobs", *args]
+    return subprocess.run(command, cwd=ROOT, check=True, timeout=120, capture_output=True, text=True).stdout
+
+
+def produce_procrastinate(url: str, queue: str, count: int) -> list[str]:
+    """`count` jobs of a task that raises twice (retry=1), failed by a real Procrastinate worker; their ids."""
+    return _procrastinate("produce", url, queue, str(count)).split()
+
+
+def procrastinate_jobs(url: str, action: str, *job_ids: str) -> None:
+    """`retry` (JobManager.retry_job_by_id) or `delete` jobs by id."""
+    _procrastinate(action, url, *job_ids)

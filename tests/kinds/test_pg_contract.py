@@ -76,3 +76,36 @@ class TestPgBoss(PgKind):
         letter = dead_letter(records[0])
         assert letter.job_id and letter.parse_error is None
         assert letter.last_error is None and letter.attempts is None
+
+
+class TestProcrastinate(PgKind):
+    expected_queue = "billing"
+    expected_job_name = "charge_card"
+    expected_error_text = "Procrastinate keeps no error text"
+    expected_attempts = 2  # retry=1: the task raised twice
+    tables = ("procrastinate_jobs", "procrastinate_events")
+
+    def missing(self) -> str | None:
+        return pg_producers.procrastinate_missing()
+
+    async def produce(self, count: int) -> list[str] | None:
+        return await asyncio.to_thread(pg_producers.produce_procrastinate, self.db.url, "billing", count)
+
+    async def reader(self, consumer: str) -> KindReader:
+        from bridge.sources.pg_procrastinate import procrastinate_source
+
+        return procrastinate_source(
+            "procrastinate",
+            self.pg_reader(),
+            self.client(),
+            lease_s=LEASE_S,
+            poll_s=0.0,
+            settle_s=0.0,
+            clock=self.now,
+        )
+
+    async def inject_garbage(self) -> None:
+        await asyncio.to_thread(pg_producers.produce_procrastinate, self.db.url, "junk", 1)
+        self.db.execute(
+            "UPDATE procrastinate_jobs SET task_name = '', args = '[null, 7]', attempts = -1 WHERE queue_name = 'junk'"
+        )
