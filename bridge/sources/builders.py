@@ -28,8 +28,14 @@ from bridge.sources.kind_settings import (
 )
 from bridge.sources.kinds import KindReader
 from bridge.sources.pg_boss import pgboss_source
+from bridge.sources.pg_delayed_job import delayed_job_source
 from bridge.sources.pg_procrastinate import procrastinate_source
-from bridge.sources.pg_settings import PgBossSourceSettings, PgWatchedSettings, ProcrastinateSourceSettings
+from bridge.sources.pg_settings import (
+    DelayedJobSourceSettings,
+    PgBossSourceSettings,
+    PgWatchedSettings,
+    ProcrastinateSourceSettings,
+)
 from bridge.sources.rabbitmq import RabbitMQSource
 from bridge.sources.redis_stream import RedisStreamSource
 from bridge.sources.rq import rq_source
@@ -135,5 +141,14 @@ def procrastinate(cfg: ProcrastinateSourceSettings, ctx: KindContext) -> KindRea
     source = procrastinate_source(
         name, pg_reader(cfg, ctx), ctx.bridge, schema=cfg.schema_name, queues=cfg.queues, lease_s=cfg.lease_s,
         poll_s=cfg.poll_s, settle_s=cfg.settle_s,
+    )
+    return _checked(cfg, source)
+
+
+def delayed_job(cfg: DelayedJobSourceSettings, ctx: KindContext) -> KindReader:
+    name = cfg.source_name()
+    source = delayed_job_source(
+        name, pg_reader(cfg, ctx), ctx.bridge, schema=cfg.schema_name, table=cfg.table, queues=cfg.queues,
+        lease_s=cfg.lease_s, poll_s=cfg.poll_s, settle_s=cfg.settle_s,
     )
     return _checked(cfg, source)

@@ -20,7 +20,7 @@ from bridge.sources.kind_settings import (
     SidekiqSourceSettings,
     SqsSourceSettings,
 )
-from bridge.sources.pg_settings import PgBossSourceSettings, ProcrastinateSourceSettings
+from bridge.sources.pg_settings import DelayedJobSourceSettings, PgBossSourceSettings, ProcrastinateSourceSettings
 
 KINDS = KindRegistry([
     KindPlugin("sidekiq", SidekiqSourceSettings, builders.sidekiq,
@@ -42,6 +42,10 @@ KINDS = KindRegistry([
     KindPlugin("procrastinate", ProcrastinateSourceSettings, builders.procrastinate,
                "`[[sources.procrastinate]]`: Procrastinate failed jobs in PostgreSQL, watched (see docs/sources.md).",
                "Procrastinate's retry (its Django admin, or `JobManager.retry_job_by_id`) retries these jobs",
+               requires=("psycopg", "psycopg[binary]")),
+    KindPlugin("delayed_job", DelayedJobSourceSettings, builders.delayed_job,
+               "`[[sources.delayed_job]]`: Delayed Job failed rows in PostgreSQL, watched (see docs/sources.md).",
+               "delayed_job_web (Requeue: failed_at = NULL) retries these jobs",
                requires=("psycopg", "psycopg[binary]")),
     KindPlugin("redis_stream", RedisStreamSourceSettings, builders.redis_stream,
                "`[[sources.redis_stream]]`: dead-letter streams, consumed (see docs/sources.md).",

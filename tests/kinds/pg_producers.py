@@ -136,3 +136,45 @@ def produce_procrastinate(url: str, queue: str, count: int) -> list[str]:
 def procrastinate_jobs(url: str, action: str, *job_ids: str) -> None:
     """`retry` (JobManager.retry_job_by_id) or `delete` jobs by id."""
     _procrastinate(action, url, *job_ids)
+
+
+# --- Delayed Job: a worker running a job that raises (Debian ruby-delayed-job-active-record) --------
+
+
+def delayed_job_missing() -> str | None:
+    if shutil.which("ruby") is None:
+        return f"delayed_job: no `ruby` on PATH (Debian ruby-delayed-job-active-record; {INSTALL_HINT})"
+    probe = subprocess.run(
+        ["ruby", "-e", 'require "delayed_job_active_record"; require "pg"'],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    if probe.returncode != 0:
+        return (
+            f"delayed_job: Ruby cannot load delayed_job_active_record and pg (Debian "
+            f"ruby-delayed-job-active-record ruby-pg; {INSTALL_HINT})"
+        )
+    return postgres_missing()
+
+
+def _delayed_job(url: str, *args: str) -> str:
+    done = subprocess.run(
+        ["ruby", "jobs.rb", url, *args],
+        cwd=PRODUCERS / "delayed_job",
+        check=True,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout
+
+
+def produce_delayed_job(url: str, queue: str, count: int) -> list[str]:
+    """`count` jobs that raise twice (max_attempts 2), failed by a real Delayed::Worker; their ids."""
+    return _delayed_job(url, "produce", queue, str(count)).split()
+
+
+def delayed_job_jobs(url: str, action: str, *job_ids: str) -> None:
+    """`requeue` (failed_at = NULL, as delayed_job_web does) or `delete` jobs by id."""
+    _delayed_job(url, action, *job_ids)

@@ -109,3 +109,37 @@ class TestProcrastinate(PgKind):
         self.db.execute(
             "UPDATE procrastinate_jobs SET task_name = '', args = '[null, 7]', attempts = -1 WHERE queue_name = 'junk'"
         )
+
+
+class TestDelayedJob(PgKind):
+    expected_queue = "billing"
+    expected_job_name = "ChargeCardJob"
+    expected_error_text = "card declined for order"
+    expected_attempts = 2  # max_attempts 2
+    tables = ("delayed_jobs",)
+
+    def missing(self) -> str | None:
+        return pg_producers.delayed_job_missing()
+
+    async def produce(self, count: int) -> list[str] | None:
+        return await asyncio.to_thread(pg_producers.produce_delayed_job, self.db.url, "billing", count)
+
+    async def reader(self, consumer: str) -> KindReader:
+        from bridge.sources.pg_delayed_job import delayed_job_source
+
+        return delayed_job_source(
+            "delayed_job",
+            self.pg_reader(),
+            self.client(),
+            lease_s=LEASE_S,
+            poll_s=0.0,
+            settle_s=0.0,
+            clock=self.now,
+        )
+
+    async def inject_garbage(self) -> None:
+        await asyncio.to_thread(pg_producers.produce_delayed_job, self.db.url, "junk", 1)
+        self.db.execute(
+            "UPDATE delayed_jobs SET handler = E'--- !ruby/object:\\\\xff\\n&a [*a]', last_error = NULL, "
+            "attempts = 0 WHERE queue = 'junk'"
+        )

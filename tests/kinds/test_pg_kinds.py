@@ -67,7 +67,21 @@ def procrastinate_kind() -> Kind:
     )
 
 
-KINDS = {"pgboss": pgboss_kind, "procrastinate": procrastinate_kind}
+def delayed_job_kind() -> Kind:
+    from bridge.sources.pg_delayed_job import delayed_job_source
+
+    return Kind(
+        pg_producers.delayed_job_missing,
+        lambda url, n: pg_producers.produce_delayed_job(url, "billing", n),
+        lambda url, job_id: pg_producers.delayed_job_jobs(url, "requeue", job_id),
+        lambda url, job_id: pg_producers.delayed_job_jobs(url, "delete", job_id),
+        delayed_job_source,
+        "public",
+        "deleted",
+    )
+
+
+KINDS = {"pgboss": pgboss_kind, "procrastinate": procrastinate_kind, "delayed_job": delayed_job_kind}
 
 
 @pytest.fixture(params=sorted(KINDS))
