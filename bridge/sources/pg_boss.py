@@ -84,6 +84,7 @@ class PgBossMapper:
         self._queues = list(queues)
         self.store = f"{schema}.job"
         self.source_key = f"{KIND}:{self.store}"
+        self.tables: tuple[str, ...] = (f"{schema}.job", f"{schema}.archive")
 
     def _where(self) -> str:
         return "state = 'failed'" + (" AND name = ANY(%(queues)s)" if self._queues else "")

@@ -71,6 +71,7 @@ class DelayedJobMapper:
         self._queues = list(queues)
         self.store = f"{schema}.{table}"
         self.source_key = f"{KIND}:{self.store}"
+        self.tables: tuple[str, ...] = (f"{schema}.{table}",)
 
     def _where(self) -> str:
         return "failed_at IS NOT NULL" + (" AND queue = ANY(%(queues)s)" if self._queues else "")

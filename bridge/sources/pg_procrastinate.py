@@ -50,6 +50,7 @@ class ProcrastinateMapper:
         self._queues = list(queues)
         self.store = f"{schema}.procrastinate_jobs"
         self.source_key = f"{KIND}:{self.store}"
+        self.tables: tuple[str, ...] = (f"{schema}.procrastinate_jobs", f"{schema}.procrastinate_events")
 
     def _failed(self) -> str:
         """A job's latest `failed` event, of a job still failed (`e` the event, `j` the job)."""

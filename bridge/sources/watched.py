@@ -271,6 +271,10 @@ class WatchedSource:
         await watched.finish(Position(score=score, member_id=member_id), note)
         return True
 
+    def stores(self) -> list[WatchedStore]:
+        """The sets (or tables) discovered so far."""
+        return list(self._sets.values())
+
     async def check_leaving(self, forward: Forward) -> Counter[str]:
         """Every set's held jobs that left the store (`WatchedSet.check_leaving`)."""
         queued: Counter[str] = Counter()

@@ -51,6 +51,7 @@ class TableMapper(Protocol):
 
     store: str  # names the table in tokens, metrics and `check`: "pgboss.job"
     source_key: str  # "<kind>:<store>"
+    tables: tuple[str, ...]  # every table its SQL reads, schema-qualified (`check` reports the grants)
 
     def page(self, after: After, limit: int, settle_s: float) -> Query:
         """Failed rows after `after`, in (score, id) order, settled for `settle_s` seconds."""
@@ -80,6 +81,23 @@ class TableMapper(Protocol):
     def mapped(self, row: Row) -> Mapped: ...
 
 
+ACCESS_SQL = """SELECT t AS name, to_regclass(t) IS NOT NULL AS found,
+    CASE WHEN to_regclass(t) IS NOT NULL THEN has_table_privilege(t, 'SELECT') END AS can_select,
+    CASE WHEN to_regclass(t) IS NOT NULL THEN has_table_privilege(t, 'INSERT, UPDATE, DELETE, TRUNCATE') END
+        AS can_write
+    FROM unnest(%(tables)s::text[]) t"""
+
+
+@dataclass(frozen=True)
+class Access:
+    """What the bridge's role may do on the tables a kind reads (`dlq-bridge check`)."""
+
+    missing: tuple[str, ...]
+    unreadable: tuple[str, ...]
+    writable: tuple[str, ...]
+    readable: tuple[str, ...]
+
+
 class WatchedTable:
     """One job table, its failed rows and their cursor."""
 
@@ -104,6 +122,7 @@ class WatchedTable:
         self._clock = clock
         self._pending: deque[Row] = deque()
         self._after: After | None = None  # where this pass goes on; None: between passes
+        self._seen: After | None = None  # where the previous pass ended
         self._rest_until = 0.0
         self._held_scan = 0
 
@@ -125,15 +144,23 @@ class WatchedTable:
         if self._after is None:
             if self._clock() < self._rest_until:
                 return False
-            self._after = After(await self._mark())
+            self._after = await self._start()
         rows = await self._db.rows(*self._mapper.page(self._after, PAGE, self._settle_s))
         if not rows:
-            self._after = None
+            self._seen, self._after = self._after, None
             self._rest_until = self._clock() + self._poll_s
             return False
         self._after = After(int(rows[-1]["score"]), str(rows[-1]["member"]))
         self._pending.extend(rows)
         return True
+
+    async def _start(self) -> After:
+        """Where a pass starts: the watermark, or the last row this reader's previous pass saw when that is
+        not below it (every row before it was finished or leased then; a lease that expires comes back
+        through `reclaim_expired`), so an idle poll is one query that returns nothing."""
+        mark = await self._mark()
+        seen = self._seen
+        return seen if seen is not None and seen.score >= mark else After(mark)
 
     async def _mark(self) -> int:
         mark = await self._cursor.watermark()
@@ -194,6 +221,19 @@ class WatchedTable:
     async def depth(self) -> int:
         rows = await self._db.rows(*self._mapper.pending(After(await self._mark(), None)))
         return int(rows[0]["n"]) if rows else 0
+
+    async def access(self) -> Access:
+        rows = await self._db.rows(ACCESS_SQL, {"tables": list(self._mapper.tables)})
+
+        def named(test: Callable[[Row], bool]) -> tuple[str, ...]:
+            return tuple(str(r["name"]) for r in rows if test(r))
+
+        return Access(
+            missing=named(lambda r: not r["found"]),
+            unreadable=named(lambda r: r["found"] and not r["can_select"]),
+            writable=named(lambda r: bool(r["can_write"])),
+            readable=named(lambda r: bool(r["can_select"])),
+        )
 
     async def fill(self) -> StoreFill:
         rows = await self._db.rows(*self._mapper.total())
