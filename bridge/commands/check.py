@@ -167,16 +167,16 @@ async def check_kind_sources(settings: Settings, probe_s: float) -> list[Result]
     rows = []
     for ref, depth, access in found:
         target = f"{ref.kind} {ref.name}"
-        if not isinstance(depth, int):
+        if access is not None and (access.missing or access.unreadable or isinstance(depth, int)):
+            rows.append(Result("source", target, *grants(depth, access)))  # a missing grant explains the error
+        elif not isinstance(depth, int):
             rows.append(Result("source", target, FAIL, f"unreachable: {depth}"))
-        elif access is None:
-            rows.append(Result("source", target, OK, f"depth {depth}"))
         else:
-            rows.append(Result("source", target, *grants(depth, access)))
+            rows.append(Result("source", target, OK, f"depth {depth}"))
     return rows
 
 
-def grants(depth: int, access: Access) -> tuple[str, str]:
+def grants(depth: int | str, access: Access) -> tuple[str, str]:
     """Status and detail of a database source from what its role may do on the tables it reads."""
     if access.missing:
         return FAIL, f"table not found: {', '.join(access.missing)} (check schema_name / table)"
