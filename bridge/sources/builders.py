@@ -131,7 +131,7 @@ def pgboss(cfg: PgBossSourceSettings, ctx: KindContext) -> KindReader:
     name = cfg.source_name()
     source = pgboss_source(
         name, pg_reader(cfg, ctx), ctx.bridge, schema=cfg.schema_name, queues=cfg.queues, lease_s=cfg.lease_s,
-        poll_s=cfg.poll_s, settle_s=cfg.settle_s,
+        poll_s=cfg.poll_s, settle_s=cfg.settle_s, archive_failed_after_s=cfg.archive_failed_after_s,
     )
     return _checked(cfg, source)
 

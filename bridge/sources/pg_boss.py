@@ -25,7 +25,7 @@ from bridge.clients.postgres import PgReader, Row
 from bridge.core.resolves import Reason
 from bridge.sources.mapping import Mapped, to_int
 from bridge.sources.pg_rows import bounded, first_line_error, iso_of, json_or_text, quoted, score_of, time_of
-from bridge.sources.watched import WatchedSource
+from bridge.sources.watched import StoreCap, WatchedSource
 from bridge.sources.watched_table import After, Query, WatchedTable
 from bridge.stores.cursor import Cursor
 
@@ -33,6 +33,7 @@ KIND = "pgboss"
 UUID_LEN = 36
 LOWEST_UUID = "00000000-0000-0000-0000-000000000000"
 SCORE = score_of("completed_on")
+ARCHIVE_DEFAULT_S = 12 * 3600.0  # pg-boss 10's archiveFailedAfterSeconds default (archiveCompletedAfterSeconds')
 
 
 def member_of(queue: str, job_id: str) -> str:
@@ -78,12 +79,14 @@ def map_row(row: Row) -> Mapped:
 
 
 class PgBossMapper:
-    def __init__(self, schema: str, queues: list[str]) -> None:
+    def __init__(self, schema: str, queues: list[str], archive_failed_after_s: float = ARCHIVE_DEFAULT_S) -> None:
         self._job = f"{quoted(schema)}.job"
         self._archive = f"{quoted(schema)}.archive"
         self._queues = list(queues)
         self.store = f"{schema}.job"
         self.source_key = f"{KIND}:{self.store}"
+        setting = "pg-boss's archiveFailedAfterSeconds (archive_failed_after_s of [[sources.pgboss]])"
+        self.retention: StoreCap | None = StoreCap(int(archive_failed_after_s), setting, unit="seconds")
         self.tables: tuple[str, ...] = (f"{schema}.job", f"{schema}.archive")
 
     def _where(self) -> str:
@@ -134,7 +137,9 @@ class PgBossMapper:
         return sql, {"queues": self._queues, "ts": time_of(after.score)}
 
     def total(self) -> Query:
-        return f"SELECT count(*) AS n FROM {self._job} WHERE {self._where()}", {"queues": self._queues}
+        sql = f"""SELECT count(*) AS n, extract(epoch FROM clock_timestamp() - min(completed_on))::bigint AS age_s
+            FROM {self._job} WHERE {self._where()}"""
+        return sql, {"queues": self._queues}
 
     def mapped(self, row: Row) -> Mapped:
         return map_row(row)
@@ -147,6 +152,7 @@ def pgboss_source(
     *,
     schema: str = "pgboss",
     queues: list[str] | None = None,
+    archive_failed_after_s: float = ARCHIVE_DEFAULT_S,
     lease_s: float = 60.0,
     poll_s: float = 2.0,
     settle_s: float = 2.0,
@@ -156,7 +162,7 @@ def pgboss_source(
     table = WatchedTable(
         db,
         Cursor(bridge, name, lease_s=lease_s),
-        PgBossMapper(schema, queues or []),
+        PgBossMapper(schema, queues or [], archive_failed_after_s),
         name,
         poll_s=poll_s,
         settle_s=settle_s,

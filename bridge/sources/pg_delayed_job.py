@@ -24,7 +24,7 @@ from bridge.clients.postgres import PgReader, Row
 from bridge.core.resolves import Reason
 from bridge.sources.mapping import Mapped, to_int
 from bridge.sources.pg_rows import bounded, first_line_error, iso_of, quoted, score_of, time_of
-from bridge.sources.watched import WatchedSource
+from bridge.sources.watched import StoreCap, WatchedSource
 from bridge.sources.watched_table import After, Query, WatchedTable
 from bridge.stores.cursor import Cursor
 
@@ -71,6 +71,7 @@ class DelayedJobMapper:
         self._queues = list(queues)
         self.store = f"{schema}.{table}"
         self.source_key = f"{KIND}:{self.store}"
+        self.retention: StoreCap | None = None  # failed jobs stay until deleted
         self.tables: tuple[str, ...] = (f"{schema}.{table}",)
 
     def _where(self) -> str:
@@ -104,7 +105,8 @@ class DelayedJobMapper:
         return sql, {"queues": self._queues, "ts": _naive(after.score)}
 
     def total(self) -> Query:
-        return f"SELECT count(*) AS n FROM {self._table} WHERE {self._where()}", {"queues": self._queues}
+        sql = f"SELECT count(*) AS n, NULL AS age_s FROM {self._table} WHERE {self._where()}"
+        return sql, {"queues": self._queues}
 
     def mapped(self, row: Row) -> Mapped:
         return map_row(row)

@@ -21,7 +21,7 @@ from bridge.clients.postgres import PgReader, Row
 from bridge.core.resolves import Reason
 from bridge.sources.mapping import Mapped, to_int
 from bridge.sources.pg_rows import bounded, json_or_text, quoted
-from bridge.sources.watched import WatchedSource
+from bridge.sources.watched import StoreCap, WatchedSource
 from bridge.sources.watched_table import After, Query, WatchedTable
 from bridge.stores.cursor import Cursor
 
@@ -50,6 +50,7 @@ class ProcrastinateMapper:
         self._queues = list(queues)
         self.store = f"{schema}.procrastinate_jobs"
         self.source_key = f"{KIND}:{self.store}"
+        self.retention: StoreCap | None = None  # failed jobs stay until deleted
         self.tables: tuple[str, ...] = (f"{schema}.procrastinate_jobs", f"{schema}.procrastinate_events")
 
     def _failed(self) -> str:
@@ -90,7 +91,8 @@ class ProcrastinateMapper:
 
     def total(self) -> Query:
         queues = " AND queue_name = ANY(%(queues)s)" if self._queues else ""
-        return f"SELECT count(*) AS n FROM {self._jobs} WHERE status = 'failed'{queues}", {"queues": self._queues}
+        sql = f"SELECT count(*) AS n, NULL AS age_s FROM {self._jobs} WHERE status = 'failed'{queues}"
+        return sql, {"queues": self._queues}
 
     def mapped(self, row: Row) -> Mapped:
         return map_row(row)

@@ -64,6 +64,13 @@ class PgBossSourceSettings(PgWatchedSettings):
         default="pgboss", pattern=IDENTIFIER_RE, description="pg-boss's `schema` (the PostgreSQL schema of its tables)."
     )
 
+    archive_failed_after_s: float = Field(
+        default=12 * 3600.0,
+        gt=0,
+        description="pg-boss's `archiveFailedAfterSeconds` as the app sets it: the console's retention banner shows "
+        "the failed jobs when the oldest is 90 % of this old (pg-boss then moves them to its archive).",
+    )
+
     def default_name(self) -> str:
         return "pgboss" if self.schema_name == "pgboss" else f"pgboss.{self.schema_name}"
 

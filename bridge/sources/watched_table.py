@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from bridge.clients.postgres import PgReader, Row
@@ -28,7 +28,7 @@ from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.leaving import LeaveNote
 from bridge.sources.mapping import Mapped, to_raw
 from bridge.sources.source import AckNote
-from bridge.sources.watched import Forward, StoreFill, resolve_parcel
+from bridge.sources.watched import Forward, StoreCap, StoreFill, resolve_parcel
 from bridge.stores.cursor import Cursor, Position
 
 PAGE = 200
@@ -52,6 +52,7 @@ class TableMapper(Protocol):
     store: str  # names the table in tokens, metrics and `check`: "pgboss.job"
     source_key: str  # "<kind>:<store>"
     tables: tuple[str, ...]  # every table its SQL reads, schema-qualified (`check` reports the grants)
+    retention: StoreCap | None  # the age (`unit` "seconds") its job system removes failed jobs at; None: never
 
     def page(self, after: After, limit: int, settle_s: float) -> Query:
         """Failed rows after `after`, in (score, id) order, settled for `settle_s` seconds."""
@@ -75,7 +76,7 @@ class TableMapper(Protocol):
         ...
 
     def total(self) -> Query:
-        """`n`: every failed row (the retention banner)."""
+        """`n`: every failed row, `age_s`: the oldest one's age in seconds (the retention banner)."""
         ...
 
     def mapped(self, row: Row) -> Mapped: ...
@@ -236,5 +237,12 @@ class WatchedTable:
         )
 
     async def fill(self) -> StoreFill:
+        """The failed rows against the job system's own retention: by age where it has one (pg-boss archives
+        failed jobs after `archiveFailedAfterSeconds`), else their count alone."""
         rows = await self._db.rows(*self._mapper.total())
-        return StoreFill(self.key, int(rows[0]["n"]) if rows else 0, None)
+        count = int(rows[0]["n"]) if rows else 0
+        cap = self._mapper.retention
+        if cap is None or not count:
+            return StoreFill(self.key, count, None)
+        age_s = max(0, int(rows[0]["age_s"] or 0))
+        return StoreFill(self.key, age_s, replace(cap, level=age_s))

@@ -194,3 +194,26 @@ def collect(into: list[Parcel]) -> Callable[[str, Parcel], Awaitable[None]]:
         into.append(parcel)
 
     return forward
+
+
+async def test_the_retention_banner_reads_each_tables_own_retention(
+    kind: Kind, db: pg_producers.PgDatabase, readers: Readers
+) -> None:
+    """pg-boss archives failed jobs by age (`archiveFailedAfterSeconds`): its fill is the oldest failed job's
+    age against that; Procrastinate and Delayed Job keep failed jobs until deleted: their count, no cap."""
+    await asyncio.to_thread(kind.produce, db.url, 2)
+    options = {"archive_failed_after_s": 1.0} if kind.schema == "pgboss" else {}
+    source = readers(db.url, **options)
+    await source.rescan()
+    [fill] = await source.fills()
+    if kind.schema != "pgboss":
+        assert (fill.count, fill.cap) == (2, None)
+        return
+    assert fill.cap is not None and (fill.cap.limit, fill.cap.unit) == (1, "seconds")
+    assert "archiveFailedAfterSeconds" in fill.cap.setting
+    for _ in range(50):  # the jobs failed moments ago: their age reaches the 1 s cap
+        [fill] = await source.fills()
+        if fill.count >= 1:
+            break
+        await asyncio.sleep(0.1)
+    assert fill.count >= 1 and fill.cap is not None and fill.cap.level == fill.count
