@@ -40,7 +40,10 @@ class PgWatchedSettings(KindSettings):
         "been retried or deleted (their incident is resolved).",
     )
     poll_s: float = Field(
-        default=2.0, ge=0, description="An idle table is queried for new failed jobs at most this often."
+        default=30.0,
+        ge=0,
+        description="An idle table is queried for new failed jobs at most this often (pg-boss and Delayed Job "
+        "have no index on failed jobs: each poll scans the table).",
     )
     settle_s: float = Field(
         default=2.0,
