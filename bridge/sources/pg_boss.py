@@ -154,7 +154,7 @@ def pgboss_source(
     queues: list[str] | None = None,
     archive_failed_after_s: float = ARCHIVE_DEFAULT_S,
     lease_s: float = 60.0,
-    poll_s: float = 2.0,
+    poll_s: float = 30.0,
     settle_s: float = 2.0,
     clock: Callable[[], float] = time.time,
 ) -> WatchedSource:

@@ -111,7 +111,7 @@ def procrastinate_source(
     schema: str = "public",
     queues: list[str] | None = None,
     lease_s: float = 60.0,
-    poll_s: float = 2.0,
+    poll_s: float = 30.0,
     settle_s: float = 2.0,
     clock: Callable[[], float] = time.time,
 ) -> WatchedSource:

@@ -109,7 +109,7 @@ class WatchedTable:
         mapper: TableMapper,
         source_name: str,
         *,
-        poll_s: float = 2.0,
+        poll_s: float = 30.0,
         settle_s: float = 2.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
