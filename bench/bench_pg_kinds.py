@@ -27,7 +27,7 @@ from pydantic import SecretStr
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import on_bench_redis
-from bridge.clients.postgres import PgReader
+from bridge.clients.postgres import SESSION_SETUP, PgReader
 from bridge.delivery.resolve import Resolve
 from bridge.sources.leaving import LeaveNote
 from bridge.sources.watched import WatchedSource
@@ -106,7 +106,8 @@ def build(db: pg_producers.PgDatabase, kind: str, jobs: int, failed: int) -> flo
 def explain(url: str, sql: str, params: dict[str, Any]) -> str:
     with psycopg.connect(url, autocommit=True) as conn:
         cur = psycopg.ClientCursor(conn)
-        cur.execute("SET TIME ZONE 'UTC'")
+        for statement in SESSION_SETUP:
+            cur.execute(statement)
         cur.execute(f"EXPLAIN (ANALYZE, BUFFERS) {sql}", params)
         return "\n".join("    " + str(row[0]) for row in cur.fetchall())
 

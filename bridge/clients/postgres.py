@@ -2,7 +2,7 @@
 
 The URL is a `SecretStr` and is never logged: a failure surfaces as the error's class only
 (`bridge.sources.kind_port.why_unreadable`). Every session is made read-only
-(`SET default_transaction_read_only = on`), in UTC, with a statement timeout, so the bridge can never
+(`SET default_transaction_read_only = on`), in UTC, with a statement timeout and no JIT, so the bridge can never
 change a job system's tables even when its role could. One connection per source, opened on first use
 and again after any failure.
 """
@@ -20,6 +20,7 @@ SESSION_SETUP = (
     "SET default_transaction_read_only = on",
     "SET TIME ZONE 'UTC'",
     f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}",
+    "SET jit = off",  # small keyed queries: compiling them costs more than running them (bench_pg_kinds)
 )
 
 Row = dict[str, Any]

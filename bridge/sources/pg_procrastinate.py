@@ -76,9 +76,11 @@ class ProcrastinateMapper:
         return sql, {"id": int(member), "queues": self._queues}
 
     def fates(self, members: list[str]) -> Query:
-        sql = f"""SELECT j.id::text AS member, CASE WHEN j.status = 'failed' THEN
-                (SELECT max(e.id) FROM {self._events} e WHERE e.job_id = j.id AND e.type = 'failed') END AS score
-            FROM {self._jobs} j WHERE j.id = ANY(%(ids)s)"""
+        sql = f"""SELECT j.id::text AS member, CASE WHEN j.status = 'failed' THEN f.id END AS score
+            FROM {self._jobs} j
+            LEFT JOIN LATERAL (SELECT max(e.id) AS id FROM {self._events} e
+                               WHERE e.job_id = j.id AND e.type = 'failed') f ON true
+            WHERE j.id = ANY(%(ids)s::bigint[])"""
         return sql, {"ids": [int(m) for m in members]}
 
     def reason(self, fate: Row | None) -> Reason | None:
