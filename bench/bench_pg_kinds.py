@@ -94,7 +94,7 @@ def kinds() -> dict[str, tuple[Callable[[str], object], tuple[str, ...], Callabl
 
 def build(db: pg_producers.PgDatabase, kind: str, jobs: int, failed: int) -> float:
     started = time.perf_counter()
-    make_schema, fill, _, table = kinds()[kind]
+    make_schema, fill, _, _table = kinds()[kind]
     make_schema(db.url)  # the job system's own schema, made by its real library
     with psycopg.connect(db.url, autocommit=True) as conn:
         for statement in fill:
