@@ -47,6 +47,7 @@ from bridge.sinks.sink_plugin import SinkContext
 from bridge.sinks.sink_registry import SINKS
 from bridge.sources import refs as kind_sources
 from bridge.sources.build import check_kind_prerequisites, kind_variable_problems
+from bridge.sources.watched_table import Access
 from bridge.summarize.runbooks import RunbookCatalog
 
 OK, FAIL, SKIP, WARN = "ok", "FAIL", "skip", "warn"
@@ -158,19 +159,33 @@ async def check_kind_sources(settings: Settings, probe_s: float) -> list[Result]
         return [Result("source", "(kinds)", FAIL, "; ".join(exc.problems))]
     try:
         async with open_redis(settings) as client:
-            found = await kind_sources.depths(settings, client, probe_s)
+            found = await kind_sources.probes(settings, client, probe_s)
     except ConfigError as exc:
         return [Result("source", "(kinds)", FAIL, "; ".join(exc.problems))]
     except Exception as exc:  # the bridge's Redis: already reported by its own row
         return [Result("source", "(kinds)", FAIL, _scrub(settings, exc))]
     rows = []
-    for ref, depth in found:
+    for ref, depth, access in found:
         target = f"{ref.kind} {ref.name}"
-        if isinstance(depth, int):
-            rows.append(Result("source", target, OK, f"depth {depth}"))
-        else:
+        if access is not None and (access.missing or access.unreadable or isinstance(depth, int)):
+            rows.append(Result("source", target, *grants(depth, access)))  # a missing grant explains the error
+        elif not isinstance(depth, int):
             rows.append(Result("source", target, FAIL, f"unreachable: {depth}"))
+        else:
+            rows.append(Result("source", target, OK, f"depth {depth}"))
     return rows
+
+
+def grants(depth: int | str, access: Access) -> tuple[str, str]:
+    """Status and detail of a database source from what its role may do on the tables it reads."""
+    if access.missing:
+        return FAIL, f"table not found: {', '.join(access.missing)} (check schema_name / table)"
+    if access.unreadable:
+        return FAIL, f"no SELECT on {', '.join(access.unreadable)} (see docs/sources.md for the grants)"
+    if access.writable:
+        return WARN, (f"depth {depth}; the role may also write {', '.join(access.writable)}: the session is "
+                      "read-only, but a role with SELECT only is safer (docs/sources.md)")
+    return OK, f"depth {depth}; SELECT only on {', '.join(access.readable)}"
 
 
 def _config_detail(settings: Settings) -> str:

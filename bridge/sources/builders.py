@@ -7,6 +7,11 @@ always live in the bridge's own Redis.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from bridge.clients.postgres import PgReader
 from bridge.core.errors import ConfigError
 from bridge.sources.bullmq import bullmq_source
 from bridge.sources.dramatiq_xq import dramatiq_source
@@ -22,6 +27,15 @@ from bridge.sources.kind_settings import (
     WatchedSettings,
 )
 from bridge.sources.kinds import KindReader
+from bridge.sources.pg_boss import pgboss_source
+from bridge.sources.pg_delayed_job import delayed_job_source
+from bridge.sources.pg_procrastinate import procrastinate_source
+from bridge.sources.pg_settings import (
+    DelayedJobSourceSettings,
+    PgBossSourceSettings,
+    PgWatchedSettings,
+    ProcrastinateSourceSettings,
+)
 from bridge.sources.rabbitmq import RabbitMQSource
 from bridge.sources.redis_stream import RedisStreamSource
 from bridge.sources.rq import rq_source
@@ -30,7 +44,7 @@ from bridge.sources.sqs import SqsSource, sqs_client
 from bridge.sources.watched import WatchedSource
 
 
-def _checked(cfg: WatchedSettings, source: WatchedSource) -> WatchedSource:
+def _checked(cfg: WatchedSettings | PgWatchedSettings, source: WatchedSource) -> WatchedSource:
     source.leave_check_s = cfg.leave_check_s
     return source
 
@@ -95,3 +109,46 @@ def sqs(cfg: SqsSourceSettings, ctx: KindContext) -> KindReader:
     return SqsSource(
         cfg.source_name(), client, queue_url=cfg.queue_url, visibility_timeout_s=cfg.visibility_timeout_s
     )
+
+
+def pg_reader(cfg: PgWatchedSettings, ctx: KindContext) -> PgReader:
+    """The source's read-only PostgreSQL session; its URL from `url_env` or `url_file`, never in an error."""
+    name = cfg.source_name()
+    ctx.needs("psycopg", "psycopg[binary]", name)
+    if cfg.url_env is not None:
+        url = ctx.env(cfg.url_env, name)
+    else:
+        try:
+            url = Path(str(cfg.url_file)).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError([f"source {name}: cannot read url_file {cfg.url_file} ({type(exc).__name__})"]) from None
+        if not url:
+            raise ConfigError([f"source {name}: url_file {cfg.url_file} is empty"])
+    return PgReader(SecretStr(url), application_name=f"dlq-bridge {name}")
+
+
+def pgboss(cfg: PgBossSourceSettings, ctx: KindContext) -> KindReader:
+    name = cfg.source_name()
+    source = pgboss_source(
+        name, pg_reader(cfg, ctx), ctx.bridge, schema=cfg.schema_name, queues=cfg.queues, lease_s=cfg.lease_s,
+        poll_s=cfg.poll_s, settle_s=cfg.settle_s, archive_failed_after_s=cfg.archive_failed_after_s,
+    )
+    return _checked(cfg, source)
+
+
+def procrastinate(cfg: ProcrastinateSourceSettings, ctx: KindContext) -> KindReader:
+    name = cfg.source_name()
+    source = procrastinate_source(
+        name, pg_reader(cfg, ctx), ctx.bridge, schema=cfg.schema_name, queues=cfg.queues, lease_s=cfg.lease_s,
+        poll_s=cfg.poll_s, settle_s=cfg.settle_s,
+    )
+    return _checked(cfg, source)
+
+
+def delayed_job(cfg: DelayedJobSourceSettings, ctx: KindContext) -> KindReader:
+    name = cfg.source_name()
+    source = delayed_job_source(
+        name, pg_reader(cfg, ctx), ctx.bridge, schema=cfg.schema_name, table=cfg.table, queues=cfg.queues,
+        lease_s=cfg.lease_s, poll_s=cfg.poll_s, settle_s=cfg.settle_s,
+    )
+    return _checked(cfg, source)

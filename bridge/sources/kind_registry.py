@@ -20,6 +20,7 @@ from bridge.sources.kind_settings import (
     SidekiqSourceSettings,
     SqsSourceSettings,
 )
+from bridge.sources.pg_settings import DelayedJobSourceSettings, PgBossSourceSettings, ProcrastinateSourceSettings
 
 KINDS = KindRegistry([
     KindPlugin("sidekiq", SidekiqSourceSettings, builders.sidekiq,
@@ -34,6 +35,18 @@ KINDS = KindRegistry([
     KindPlugin("dramatiq", DramatiqSourceSettings, builders.dramatiq,
                "`[[sources.dramatiq]]`: Dramatiq dead-letter queues on Redis, watched (see docs/sources.md).",
                "dramatiq-dashboard (or `broker.enqueue` of the dead message) retries these messages"),
+    KindPlugin("pgboss", PgBossSourceSettings, builders.pgboss,
+               "`[[sources.pgboss]]`: pg-boss failed jobs in PostgreSQL, watched (see docs/sources.md).",
+               "pg-boss's `retry` (or a pg-boss dashboard) retries these jobs",
+               requires=("psycopg", "psycopg[binary]")),
+    KindPlugin("procrastinate", ProcrastinateSourceSettings, builders.procrastinate,
+               "`[[sources.procrastinate]]`: Procrastinate failed jobs in PostgreSQL, watched (see docs/sources.md).",
+               "Procrastinate's retry (its Django admin, or `JobManager.retry_job_by_id`) retries these jobs",
+               requires=("psycopg", "psycopg[binary]")),
+    KindPlugin("delayed_job", DelayedJobSourceSettings, builders.delayed_job,
+               "`[[sources.delayed_job]]`: Delayed Job failed rows in PostgreSQL, watched (see docs/sources.md).",
+               "delayed_job_web (Requeue: failed_at = NULL) retries these jobs",
+               requires=("psycopg", "psycopg[binary]")),
     KindPlugin("redis_stream", RedisStreamSourceSettings, builders.redis_stream,
                "`[[sources.redis_stream]]`: dead-letter streams, consumed (see docs/sources.md).",
                "your stream's producer re-adds these entries (XADD to the work stream)"),

@@ -19,6 +19,7 @@ from bridge.config.redis import RedisSettings
 from bridge.sources.build import build_kind_sources
 from bridge.sources.kind_registry import KINDS
 from bridge.sources.kinds import KindReader
+from bridge.sources.watched_table import Access, WatchedTable
 
 
 class KindConfig(Protocol):
@@ -58,6 +59,14 @@ def find(settings: KindConfig, queue: str) -> KindRef | None:
 
 async def depths(settings: KindConfig, client: redis.Redis, probe_s: float) -> list[tuple[KindRef, int | str]]:
     """Depth per kind source, or the error's type name (never a URL or a secret)."""
+    return [(ref, depth) for ref, depth, _ in await probes(settings, client, probe_s)]
+
+
+async def probes(
+    settings: KindConfig, client: redis.Redis, probe_s: float
+) -> list[tuple[KindRef, int | str, Access | None]]:
+    """`depths`, and for a source reading database tables what its role may do there (None: not a table
+    source, or it could not be asked)."""
     refs = configured(settings)
     if not refs:
         return []
@@ -65,9 +74,20 @@ async def depths(settings: KindConfig, client: redis.Redis, probe_s: float) -> l
         settings.sources, bridge=client, consumer_id=settings.redis.consumer_id, redis=settings.redis
     )
     try:
-        return [(ref, await _depth(source, probe_s)) for ref, source in zip(refs, built.sources, strict=True)]
+        return [
+            (ref, await _depth(source, probe_s), await _access(source, probe_s))
+            for ref, source in zip(refs, built.sources, strict=True)
+        ]
     finally:
         await built.close()
+
+
+async def _access(source: KindReader, probe_s: float) -> Access | None:
+    tables = [t for t in getattr(source, "stores", list)() if isinstance(t, WatchedTable)]
+    try:
+        return await asyncio.wait_for(tables[0].access(), probe_s) if tables else None
+    except Exception:  # unreachable: the depth says so
+        return None
 
 
 async def _depth(source: KindReader, probe_s: float) -> int | str:

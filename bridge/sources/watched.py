@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, cast
 
@@ -61,6 +61,23 @@ class StoreFill:
     store: str
     count: int
     cap: StoreCap | None
+
+
+class WatchedStore(Protocol):
+    """One owner-held store and its cursor: a Redis sorted set (`WatchedSet`) or a job table
+    (`bridge.sources.watched_table.WatchedTable`)."""
+
+    key: str
+
+    async def claim(self) -> KindRecord | None: ...
+
+    async def finish(self, position: Position, note: AckNote | None = None) -> None: ...
+
+    async def check_leaving(self, forward: Forward) -> Counter[str]: ...
+
+    async def fill(self) -> StoreFill: ...
+
+    async def depth(self) -> int: ...
 
 
 class WatchedSet:
@@ -140,7 +157,7 @@ class WatchedSet:
         if reason is None or raw is None:
             await self._cursor.depart(position)  # trimmed by the producer (or no note): forget it
             return None
-        parcel = _resolve_parcel(LeaveNote.decode(raw), reason, wall_ms())  # queue order is real time
+        parcel = resolve_parcel(LeaveNote.decode(raw), reason, wall_ms())  # queue order is real time
         if not await self._cursor.depart(position, parcel.id, parcel.encode()):
             return None
         await forward(self._cursor.outbox, parcel)
@@ -195,7 +212,7 @@ class WatchedSet:
         return replace(record, claimed_at=self._clock())
 
 
-def _resolve_parcel(note: LeaveNote, reason: Reason, ms: int) -> Parcel:
+def resolve_parcel(note: LeaveNote, reason: Reason, ms: int) -> Parcel:
     resolve = note.resolve.model_copy(update={"reason": reason})
     return Parcel(resolve.item_id(ms), ms, list(note.sinks), resolve.model_dump_json())
 
@@ -205,13 +222,19 @@ def _score_text(value: bytes | str) -> str:
 
 
 class WatchedSource:
-    """All sets of one configured watched source, visited in turn."""
+    """All sets (or tables) of one configured watched source, visited in turn."""
 
-    def __init__(self, name: str, discover: Callable[[], Awaitable[list[WatchedSet]]]) -> None:
+    def __init__(
+        self,
+        name: str,
+        discover: Callable[[], Awaitable[Sequence[WatchedStore]]],
+        on_close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.leave_check_s = 5.0  # the table's `leave_check_s` (set by `bridge.sources.build`)
         self._name = name
         self._discover = discover
-        self._sets: dict[str, WatchedSet] = {}
+        self._on_close = on_close
+        self._sets: dict[str, WatchedStore] = {}
         self._next = 0
 
     @property
@@ -248,6 +271,10 @@ class WatchedSource:
         await watched.finish(Position(score=score, member_id=member_id), note)
         return True
 
+    def stores(self) -> list[WatchedStore]:
+        """The sets (or tables) discovered so far."""
+        return list(self._sets.values())
+
     async def check_leaving(self, forward: Forward) -> Counter[str]:
         """Every set's held jobs that left the store (`WatchedSet.check_leaving`)."""
         queued: Counter[str] = Counter()
@@ -266,7 +293,8 @@ class WatchedSource:
         return {key: await watched.depth() for key, watched in self._sets.items()}
 
     async def close(self) -> None:
-        return None
+        if self._on_close is not None:
+            await self._on_close()
 
 
 def _parse_token(token: str) -> tuple[str, str, str]:
