@@ -6,6 +6,7 @@ real bridge; these check the HTML itself, quickly and for every page.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -68,6 +69,9 @@ def hostile_entry(runbook: Link | None) -> EntryView:
     )
 
 
+SECRET = "hunter2-secret-value"
+
+
 class HostileService(ConsoleService):
     """The read side, answering every page with attacker-written strings."""
 
@@ -100,6 +104,11 @@ class HostileService(ConsoleService):
 
     async def entry(self, source: str, entry_id: str) -> EntryView | None:
         return hostile_entry(self.runbook) if entry_id == "0123456789abcdef" else None
+
+    async def find_raw(self, source: str, entry_id: str) -> bytes | None:
+        """The hostile job's own bytes: a secret in its arguments, hostile text in its backtrace."""
+        job = {"job_id": HOSTILE, "args": [HOSTILE, {"password": SECRET}], "backtrace": [HOSTILE, "app.rb:7"]}
+        return json.dumps(job).encode()
 
     async def history(self, source: str, entry_id: str) -> list[HistoryItem]:
         """Two hand-offs of the hostile job, hostile names acting on them."""
@@ -154,7 +163,7 @@ PAGES = [
 
 
 def hrefs(html: str) -> list[str]:
-    return re.findall(r'(?:href|src|action)="([^"]*)"', html)
+    return re.findall(r'(?<![-\w])(?:href|src|action)="([^"]*)"', html)  # not data-action=
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -262,3 +271,14 @@ async def test_unknown_entry_is_404_and_a_starting_bridge_is_503() -> None:
     async with client_for(None) as client:
         response = await client.get("/console/")
     assert response.status_code == 503 and "starting" in response.text
+
+
+async def test_the_entry_page_expands_the_whole_job_redacted_and_offers_copy_buttons() -> None:
+    async with client_for(HostileService()) as client:
+        html = (await client.get("/console/entry?source=x&id=0123456789abcdef")).text
+    full = html.split('id="full-job"', 1)[1].split("</details>", 1)[0]
+    assert "[REDACTED]" in full and SECRET not in html, "the arguments are redacted as intake redacts them"
+    assert "app.rb:7" in full.split('id="full-backtrace"', 1)[1], "the backtrace is shown apart"
+    assert "&lt;script&gt;" in full and "<script>alert" not in full
+    assert 'id="copy-job-id"' in html and 'id="copy-redrive"' in html
+    assert 'data-copy="dlq-bridge redrive &#39;dead_letter:' in html, "the command quotes the untrusted source"
