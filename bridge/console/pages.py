@@ -32,7 +32,7 @@ from bridge.console.auth import Authenticator, Principal
 from bridge.console.causes import causes
 from bridge.console.full_job import FULL_MAX, full_job
 from bridge.console.search import SearchFilter
-from bridge.console.service import PAGE_MAX, ConsoleService
+from bridge.console.service import PAGE_MAX, SCAN_COUNT, ConsoleService
 from bridge.sinks.sink_registry import SINKS
 
 log = logging.getLogger(__name__)
@@ -228,12 +228,14 @@ async def _search(svc: ConsoleService, params: Mapping[str, str]) -> Mapping[str
                                              "as_of": str(params.get("as_of", ""))[:80]})
     except ValidationError as exc:
         problem = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        return {"form": form, "page": None, "problem": problem, "query": "", "pinned": "", "bulk_filter": ""}
+        return {"form": form, "page": None, "problem": problem, "query": "", "pinned": "", "bulk_filter": "",
+                "totals": (0, 0)}
     page = await svc.search(query) if given or params.get("all") else None
+    totals = await svc.archive.totals(sorted(await svc.archive.archived_sources(SCAN_COUNT))) if page else (0, 0)
     snapshot = {"as_of": page.snapshot} if page is not None and page.snapshot else {}
     # the older pages, the exports and the bulk actions keep to this page's snapshot
     bulk_filter = json.dumps({**query.model_dump(exclude={"before", "limit"}, exclude_defaults=True), **snapshot})
-    return {"form": form, "page": page, "problem": "", "query": urllib.parse.urlencode(given),
+    return {"form": form, "page": page, "problem": "", "query": urllib.parse.urlencode(given), "totals": totals,
             "pinned": urllib.parse.urlencode({**given, **snapshot}), "bulk_filter": bulk_filter if snapshot else ""}
 
 

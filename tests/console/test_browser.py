@@ -127,7 +127,7 @@ def _sinks(slack: str, pd: str, hook: str, flaky: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def bridge(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bridge]:
+def bridge(redis_url: str, tmp_path_factory: pytest.TempPathFactory, console_extra: dict[str, Any]) -> Iterator[Bridge]:
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
     slack, pd, hook = Receiver(), Receiver(default=Reply(202)), Receiver()
@@ -144,7 +144,7 @@ def bridge(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             "sources": {"rescan_interval_s": 0.2, "concurrency": 4},
             "openclaw": {"url": gw.url, "token": "t", "calls_per_minute": 0},
             "runbooks": {"base_url": RUNBOOKS},
-            "console": {"enabled": True, "token_env": "CONSOLE_TEST_TOKEN"},
+            "console": {"enabled": True, "token_env": "CONSOLE_TEST_TOKEN", **console_extra},
             "delivery": {"max_attempts": 2, "base_delay_s": 0.05, "max_delay_s": 0.1},
             "sinks": _sinks(sl.url, pds.url, wh.url, fl.url),
             "sources.sidekiq": [{"namespace": ""}],

@@ -42,7 +42,7 @@ MEASURE = """() => {
     }
   }
   const wrapped = [];
-  for (const el of document.querySelectorAll(".sev, .state, .chip")) {
+  for (const el of document.querySelectorAll(".sev, .state")) {
     const lines = el.getBoundingClientRect().height / parseFloat(getComputedStyle(el).lineHeight || "18");
     if (lines > 1.6) wrapped.push(el.textContent);
   }
@@ -51,7 +51,8 @@ MEASURE = """() => {
 }"""
 AXE_RUN = """async () => {
   const result = await window.axe.run(document, {resultTypes: ["violations"]});
-  return result.violations.map((v) => ({id: v.id, impact: v.impact, nodes: v.nodes.length}));
+  return result.violations.map((v) => ({id: v.id, impact: v.impact, nodes: v.nodes.length,
+                                        targets: v.nodes.slice(0, 4).map((n) => String(n.target))}));
 }"""
 
 

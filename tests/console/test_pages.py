@@ -72,12 +72,23 @@ def hostile_entry(runbook: Link | None) -> EntryView:
 SECRET = "hunter2-secret-value"
 
 
+class CollapsedArchive:
+    """24 entries archived, 16 distinct: identical entries of repeated runs."""
+
+    async def archived_sources(self, count: int) -> set[str]:
+        return {"dead_letter:a"}
+
+    async def totals(self, sources: list[str]) -> tuple[int, int]:
+        return (24, 16) if sources else (0, 0)
+
+
 class HostileService(ConsoleService):
     """The read side, answering every page with attacker-written strings."""
 
     def __init__(self, read_only: bool = False, runbook: Link | None = None) -> None:
         self.read_only = read_only
         self.runbook = runbook
+        self.archive = CollapsedArchive()  # type: ignore[assignment]
 
     async def overview(self) -> Overview:
         counts = SummarySourceCounts(openclaw=1, cache=2, fallback=3)
@@ -282,3 +293,9 @@ async def test_the_entry_page_expands_the_whole_job_redacted_and_offers_copy_but
     assert "&lt;script&gt;" in full and "<script>alert" not in full
     assert 'id="copy-job-id"' in html and 'id="copy-redrive"' in html
     assert 'data-copy="dlq-bridge redrive &#39;dead_letter:' in html, "the command quotes the untrusted source"
+
+
+async def test_search_says_when_identical_entries_are_shown_once() -> None:
+    async with client_for(HostileService()) as client:
+        html = (await client.get("/console/search?all=1")).text
+    assert "the archives hold 24 entries, 16 distinct: 8 identical ones" in html

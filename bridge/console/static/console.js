@@ -260,7 +260,7 @@
       const at = Date.parse(el.getAttribute("datetime"));
       if (Number.isNaN(at)) continue;
       el.textContent = relative((now - at) / 1000);
-      el.title = new Date(at).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium", timeZoneName: "short" });
+      el.title = new Date(at).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "long" });
     }
   }
 
