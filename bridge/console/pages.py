@@ -33,7 +33,9 @@ from bridge.console.causes import causes
 from bridge.console.full_job import FULL_MAX, full_job
 from bridge.console.search import SearchFilter
 from bridge.console.service import PAGE_MAX, SCAN_COUNT, ConsoleService
+from bridge.core import names
 from bridge.sinks.sink_registry import SINKS
+from bridge.stores import trends
 
 log = logging.getLogger(__name__)
 
@@ -182,13 +184,20 @@ def _html(env: Any, template: str, context: Mapping[str, Any], status: int = 200
 
 async def _overview(svc: ConsoleService) -> Mapping[str, Any]:
     o = await svc.overview()
-    return {"o": o, "causes": causes(o.latest), "open_groups": {(g.sink, g.group_key): g for g in o.groups}}
+    found = causes(o.latest)
+    fields = [trends.ALL, *(trends.cause_field(c.fingerprint) for c in found if c.fingerprint)]
+    series = await svc.trends.series(fields, time.time())
+    return {"o": o, "causes": found, "open_groups": {(g.sink, g.group_key): g for g in o.groups},
+            "trend": series[trends.ALL], "cause_trend": {f[2:]: t[0] for f, t in series.items() if f != trends.ALL}}
 
 
 async def _source(svc: ConsoleService, key: str, offset: int) -> Mapping[str, Any]:
     entries = await svc.source_entries(key, offset, min(PAGE_SIZE, PAGE_MAX))
     # a selection acts on entries handed off no later than this page (bridge.console.bulk)
-    return {"source": key, "p": entries, "as_of": str(int(time.time() * 1000))}
+    queue = key if svc.is_kind(key) else names.queue_of(key)
+    series = await svc.trends.series([trends.queue_field(queue)], time.time())
+    return {"source": key, "p": entries, "as_of": str(int(time.time() * 1000)), "queue": queue,
+            "trend": series[trends.queue_field(queue)]}
 
 
 async def _entry(svc: ConsoleService, source: str, entry_id: str) -> Mapping[str, Any] | None:

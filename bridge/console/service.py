@@ -66,6 +66,7 @@ from bridge.stores.archive import STATS_BUCKET_S, Archive, Record, minute_of
 from bridge.stores.audit import AuditLog, AuditRecord
 from bridge.stores.search_index import SearchIndex
 from bridge.stores.silences import Silence, SilenceStore
+from bridge.stores.trends import TrendStore
 from bridge.stores.undeliverable_records import Stored, UndeliverableStore, retryable
 
 PAGE_MAX = 200
@@ -105,14 +106,13 @@ class ConsoleService:
         self._redis = client
         self._list_sources = list_sources
         self._kinds = {ref.source.name: ref for ref in kinds}
-        self._health = health
-        self.read_only = read_only
+        self._health, self.read_only = health, read_only
         self._clock = clock
         self._sinks = settings.effective_sinks()
         self._deliveries = DeliveryReader(client, self._sinks)
         self._archived: tuple[float, set[str]] | None = None
-        self.search_index = SearchIndex(client)
-        self.archive = Archive(client)
+        self.search_index, self.archive = SearchIndex(client), Archive(client)
+        self.trends = TrendStore(client)  # the charts' series (bridge.stores.trends)
         self._undeliverable = UndeliverableStore(client)
 
     @property

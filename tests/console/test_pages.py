@@ -82,6 +82,13 @@ class CollapsedArchive:
         return (24, 16) if sources else (0, 0)
 
 
+class FixedTrends:
+    """Every series: hour h holds h dead letters, day d holds 2·d."""
+
+    async def series(self, fields: list[str], now: float) -> dict[str, tuple[list[int], list[int]]]:
+        return {f: (list(range(24)), [2 * d for d in range(30)]) for f in fields}
+
+
 class HostileService(ConsoleService):
     """The read side, answering every page with attacker-written strings."""
 
@@ -89,6 +96,8 @@ class HostileService(ConsoleService):
         self.read_only = read_only
         self.runbook = runbook
         self.archive = CollapsedArchive()  # type: ignore[assignment]
+        self.trends = FixedTrends()  # type: ignore[assignment]
+        self._kinds = {}
 
     async def overview(self) -> Overview:
         counts = SummarySourceCounts(openclaw=1, cache=2, fallback=3)
@@ -299,3 +308,16 @@ async def test_search_says_when_identical_entries_are_shown_once() -> None:
     async with client_for(HostileService()) as client:
         html = (await client.get("/console/search?all=1")).text
     assert "the archives hold 24 entries, 16 distinct: 8 identical ones" in html
+
+
+async def test_the_overview_and_the_queue_page_draw_the_trends_as_inline_svg() -> None:
+    async with client_for(HostileService()) as client:
+        overview = (await client.get("/console/")).text
+        source = (await client.get("/console/source?key=dead_letter:orders")).text
+    for html in (overview, source):
+        hours = html.split('id="trend-hours"', 1)[1].split("</svg>", 1)[0]
+        days = html.split('id="trend-days"', 1)[1].split("</svg>", 1)[0]
+        assert hours.count("<rect") == 24 and days.count("<rect") == 30
+        assert 'height="38" data-count="23"' in hours, "the busiest hour fills the chart"
+        assert "per day, last 30 days (870)" in html
+    assert "Queue orders: per hour" in source
