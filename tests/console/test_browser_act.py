@@ -123,3 +123,19 @@ def test_a_page_updates_itself_keeping_ticked_boxes_until_paused(bridge: Bridge,
     assert len(rows(tab)) == 3, "a paused page stays as the reader left it"
     tab.page.click("#live-toggle")
     assert wait_for(lambda: len(rows(tab)) == 4, 15), "resumed, it catches up"
+
+
+def test_the_overview_and_the_queue_page_chart_what_was_handed_off(bridge: Bridge, tab: Tab) -> None:  # noqa: F811
+    queue = f"trend-{uuid.uuid4().hex[:6]}"
+    for i in range(3):
+        bridge.push(queue, job_id=f"{queue}-{i}")
+    bridge.wait_archived(queue, 3)
+
+    def charted(path: str) -> int:
+        tab.page.goto(f"{bridge.url}{path}")
+        bars = tab.page.locator("#trend-hours rect").all()
+        return sum(int(str(b.get_attribute("data-count"))) for b in bars)
+
+    assert wait_for(lambda: charted(f"/console/source?key=dead_letter:{queue}") == 3, 15), "the queue's own count"
+    assert charted("/console/") >= 3, "the overview counts every queue"
+    assert tab.page.locator("#trend-days rect").count() == 30
