@@ -308,6 +308,9 @@
       "#bulk-confirm:not([hidden]), #bulk-running:not([hidden]), button.armed, button:disabled.act") !== null;
   }
 
+  // each live region's HTML as the server sent it (the page rewrites times in place, so the DOM differs)
+  const served = new Map();
+
   async function refreshOnce() {
     const response = await fetch(window.location.href, { headers: { Accept: "text/html" }, cache: "no-store",
       credentials: "same-origin", redirect: "error" });
@@ -316,7 +319,8 @@
     const ticked = new Set(picks().filter((b) => b.checked).map((b) => b.dataset.source + "\t" + b.dataset.id));
     for (const old of document.querySelectorAll("[data-live][id]")) {
       const next = fresh.getElementById(old.id);
-      if (!next || next.innerHTML === old.innerHTML) continue;
+      if (!next || next.innerHTML === served.get(old.id)) continue;
+      served.set(old.id, next.innerHTML);
       const open = new Set(Array.from(old.querySelectorAll("details[open]")).map((d) => d.textContent.slice(0, 80)));
       const adopted = document.importNode(next, true);
       for (const d of adopted.querySelectorAll("details")) if (open.has(d.textContent.slice(0, 80))) d.open = true;
@@ -338,6 +342,7 @@
       if (toggle) toggle.hidden = true;
       return;
     }
+    for (const region of document.querySelectorAll("[data-live][id]")) served.set(region.id, region.innerHTML);
     const paused = () => store.getItem(LIVE) === "paused";
     const label = function () {
       toggle.setAttribute("aria-pressed", paused() ? "false" : "true");
@@ -391,9 +396,9 @@
     setupSelection();
     setupPickers();
     setupCopy();
+    setupLive(); // before the times are rewritten: it keeps the regions as served
     showTimes(document);
     window.setInterval(() => showTimes(document), 30000);
-    setupLive();
     const flash = flashes.getItem(FLASH);
     if (flash) {
       flashes.removeItem(FLASH);
