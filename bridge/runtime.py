@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TextIO
@@ -32,6 +33,7 @@ from bridge.sources.kind_port import kind_ports
 from bridge.sources.redis_list import RedisListSource
 from bridge.stores.archive import quarantine_depth
 from bridge.stores.search_index import SearchIndex
+from bridge.stores.trends import TrendCounter, TrendStore
 from bridge.stores.undeliverable_records import UndeliverableStore
 from bridge.summarize.factory import build_summarizer
 from bridge.summarize.runbooks import RunbookCatalog
@@ -156,6 +158,7 @@ async def open_runtime(
                 memory=memory,
                 fleet=fleet,
                 search_index=SearchIndex(client),
+                trends=TrendCounter(TrendStore(client), time.time),
             )
             yield Runtime(
                 settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline, delivery,

@@ -172,3 +172,27 @@ async def test_bulk_roles_discard_and_silence_the_cause(
     assert (discard["total"], discarded["done"]) == (3, 3) and await aredis.llen(ARCHIVE) == 0
     assert await aredis.llen("orders") == 0, "a discard moves nothing back"
     assert progress.status_code == 200 and unknown.status_code == 404
+
+
+async def test_chosen_entries_are_redriven_and_only_they(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    """A compact table's ticked rows: only they move, in one audited bulk action; a selection is bounded."""
+    async with rig(make_settings) as r:
+        await _park(r, aredis, ["c1", "c2", "c3", "c4"])
+        page = (await r.api.get("/api/v1/entries", params={"source": "dead_letter:orders"})).json()
+        ids = {e["envelope"]["job_id"]: e["id"] for e in page["entries"]}
+        as_of = (await r.api.get("/api/v1/search", params={"source": "dead_letter:orders"})).json()["snapshot"]
+        chosen = [{"source": "dead_letter:orders", "id": ids[j]} for j in ("c1", "c3")]
+        made = await r.api.post("/api/v1/bulk", headers=AUTH,
+                                json={"action": "redrive", "filter": {"as_of": as_of}, "entries": chosen})
+        done = (await r.api.post(f"/api/v1/bulk/{made.json()['id']}/run", headers=AUTH)).json()
+        too_many = await r.api.post("/api/v1/bulk", headers=AUTH, json={
+            "action": "redrive", "filter": {"as_of": as_of}, "entries": chosen * (bulk_module.SELECT_MAX // 2 + 1)})
+        audit = (await r.api.get("/api/v1/audit")).json()
+    assert made.status_code == 201 and made.json()["total"] == 2 and made.json()["filter"] == "2 chosen entries"
+    assert (done["state"], done["done"], done["skipped"]) == ("done", 2, 0)
+    assert await _work_queue(aredis) == ["c1", "c3"], "exactly the ticked entries"
+    assert sorted(json.loads(x)["job_id"] for x in await aredis.lrange(ARCHIVE, 0, -1)) == ["c2", "c4"]
+    assert too_many.status_code == 422, "a selection is bounded (SELECT_MAX)"
+    assert audit[0]["action"] == "bulk-redrive" and audit[0]["target"].endswith(": 2 chosen entries")

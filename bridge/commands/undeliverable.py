@@ -32,7 +32,7 @@ from bridge.commands.common import (
 from bridge.core.health import Health
 from bridge.core.metrics import Metrics
 from bridge.delivery.assembly import build_ledger, build_routes
-from bridge.delivery.redeliver import retry_one
+from bridge.delivery.redeliver import retry_all
 from bridge.delivery.send import Deliverer, Route
 from bridge.settings import Settings
 from bridge.stores.fleet import live_replicas
@@ -150,10 +150,8 @@ async def _retry_each(
     store: UndeliverableStore,
     out: TextIO,
 ) -> int:
-    failed = 0
-    for item in stored:
-        ok, message = await retry_one(item, routes, deliverer, store)
-        failed += 0 if ok else 1
-        print(f"{'ok  ' if ok else 'FAIL'} {item.record.get('sink', '?')} "
-              f"{one_line(str(item.record.get('idempotency_key', '?')), 60)}: {message}", file=out)
-    return failed
+    done = await retry_all(stored, routes, deliverer, store)
+    for r in done:
+        print(f"{'ok  ' if r.ok else 'FAIL'} {r.item.record.get('sink', '?')} "
+              f"{one_line(str(r.item.record.get('idempotency_key', '?')), 60)}: {r.message}", file=out)
+    return sum(1 for r in done if not r.ok)

@@ -195,3 +195,7 @@ class ConsoleSettings(Section):
     )
     token_file: Path | None = secret_file("the console token")
     auth: ConsoleAuthSettings = Field(default_factory=ConsoleAuthSettings, description="Roles and sign-in.")
+    refresh_s: float = Field(
+        default=15.0, ge=0, le=3600,
+        description="How often open console pages update themselves (seconds; 0: never). The reader can pause it.",
+    )

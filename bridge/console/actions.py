@@ -3,6 +3,7 @@
     redrive_entry(source, entry_id, who)       -> ActionResult   back to its work queue + resolves
     redrive_group(sink, group_key, who)        -> ActionResult   every member still in an archive
     retry_undeliverable(record_id, who)        -> ActionResult   deliver the stored alert again
+    retry_all_undeliverable(who)               -> ActionResult   each record, oldest first, as the CLI does
     discard_undeliverable(record_id, who)      -> ActionResult
     create_silence(body, who)                  -> SilenceView
     expire_silence(silence_id, who)            -> ActionResult
@@ -16,7 +17,8 @@ Every redrive goes through the one redrive operation (bridge.redrive.operation.R
 the act recorded on the entry, and a resolve queued for every sink the alert was handed to whose
 plug-in resolves (PagerDuty, Alertmanager), through `Resolver` (by default
 `bridge.delivery.resolve.enqueue_resolve`: durable, through the sink queue).
-Retry reuses `bridge.delivery.redeliver.retry_one` (through the ledger).
+Retry and Retry all reuse `bridge.delivery.redeliver` (retry_one, retry_all: through the ledger), as
+`dlq-bridge undeliverable retry` does.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import redis.asyncio as redis
 from bridge.console.service import ConsoleService, record_id, silence_view
 from bridge.console.views import ActionResult, SilenceCreate, SilenceView
 from bridge.core import names
-from bridge.delivery.redeliver import retry_one
+from bridge.delivery.redeliver import retry_all, retry_one
 from bridge.delivery.send import Deliverer, Route
 from bridge.redrive.messages import count
 from bridge.redrive.operation import Outcome, Redrive, Resolver, enqueue_resolve_seam
@@ -39,6 +41,7 @@ from bridge.stores.silences import Silence, SilenceFilter, SilenceStore, new_id
 from bridge.stores.undeliverable_records import UndeliverableStore
 
 QUARANTINE_BATCH = 1000  # entries one console redrive of a quarantine list moves at most
+RETRY_ALL_MAX = 1000  # undeliverable records one Retry all tries at most (the oldest)
 
 __all__ = ["ConsoleActions", "Resolver", "SilenceError", "enqueue_resolve_seam"]
 
@@ -140,6 +143,18 @@ class ConsoleActions:
             return await self._done(who, "retry", record_id_, False, "delivery is not running in this process")
         ok, message = await retry_one(item, self._routes, self._deliverer, store)
         return await self._done(who, "retry", record_id_, ok, message, 1 if ok else 0)
+
+    async def retry_all_undeliverable(self, who: str) -> ActionResult:
+        """Every record (at most RETRY_ALL_MAX), oldest first, as `dlq-bridge undeliverable retry` does."""
+        if self._deliverer is None:
+            return await self._done(who, "retry-all", "undeliverable", False, "delivery is not running in this process")
+        store = UndeliverableStore(self._redis)
+        oldest_first = list(reversed(await store.records()))[:RETRY_ALL_MAX]
+        done = await retry_all(oldest_first, self._routes, self._deliverer, store)
+        ok = sum(1 for r in done if r.ok)
+        failed = {r.message for r in done if not r.ok}
+        message = f"{ok} of {len(done)} delivered" + (f"; not: {'; '.join(sorted(failed))[:300]}" if failed else "")
+        return await self._done(who, "retry-all", "undeliverable", ok > 0 or not done, message, ok)
 
     async def discard_undeliverable(self, record_id_: str, who: str) -> ActionResult:
         store = UndeliverableStore(self._redis)

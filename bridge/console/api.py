@@ -32,6 +32,7 @@ or the role token's name; with the single token or nobody, the body's
     POST   /api/v1/group/redrive?sink=&key=         ActionResult
     POST   /api/v1/quarantine/redrive?source=       ActionResult  (409 when nothing moved)
     POST   /api/v1/undeliverable/{id}/retry         ActionResult
+    POST   /api/v1/undeliverable/retry-all          ActionResult  every record, oldest first (as the CLI's retry)
     DELETE /api/v1/undeliverable/{id}               ActionResult
     POST   /api/v1/silences                         SilenceView   201 (400: no matcher / past end)
     DELETE /api/v1/silences/{id}                    ActionResult
@@ -282,6 +283,11 @@ def _actions(router: APIRouter) -> None:
     async def whoami(caller: Reader) -> WhoAmI:
         allowed = sorted(a for a in roles.NEEDS if roles.may(caller.role, a))
         return WhoAmI(name=caller.name, role=caller.role, via=caller.via, may=allowed)
+
+    @router.post("/undeliverable/retry-all", response_model=ActionResult, responses=_ERRORS)
+    async def retry_all(c: Con, caller: Annotated[Principal, needs("retry")],
+                        body: Opt = None, who: Who = None) -> JSONResponse:
+        return _result(await c.actions.retry_all_undeliverable(who_of(body, who, caller)))
 
     @router.post("/undeliverable/{record_id}/retry", response_model=ActionResult, responses=_ERRORS)
     async def retry(c: Con, record_id: str, caller: Annotated[Principal, needs("retry")],

@@ -17,7 +17,9 @@ and the progress write), the next run does the same items again: one already tri
 longer in the archive counts as done by the interrupted run, and an entry whose record index
 now scores above `as_of` (the same bytes parked again after the snapshot) is skipped, so
 nothing is redriven twice. A redrive queues the resolves as a single redrive does (the same operation).
-The audit list gets one record when a bulk action starts and one when it ends or is
+A selection (`entries`: the rows a reader ticked in a compact table, at most SELECT_MAX) is a
+snapshot too: its items are those entries still archived, `as_of` the page's own time, and it
+runs, audits and resumes as above. The audit list gets one record when a bulk action starts and one when it ends or is
 cancelled, each with its counts. Roles: as the single actions (redrive and silence:
 operator; discard of archived entries: admin).
 """
@@ -46,19 +48,32 @@ BULK_MAX = 10_000
 BATCH_DEFAULT = 100
 BATCH_MAX = 1000
 PAGE = 100
+SELECT_MAX = 500
 ARCHIVE_CHUNK = 1000
 Action = Literal["redrive", "discard", "silence"]
 State = Literal["ready", "running", "done", "cancelled"]
 NEEDS: dict[str, str] = {"redrive": "redrive", "discard": "discard-entry", "silence": "silence"}  # roles.NEEDS
 
 
+class EntryRef(BaseModel):
+    """One chosen entry: its source and id (raw digest)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(min_length=1, max_length=512)
+    id: str = Field(pattern=r"^[0-9a-f]{16}$")
+
+
 class BulkCreate(BaseModel):
-    """A bulk action on the matches of `filter` as of `filter.as_of` (a search page's `snapshot`)."""
+    """A bulk action on the matches of `filter` as of `filter.as_of` (a search page's `snapshot`), or, with
+    `entries`, on those chosen entries as of `filter.as_of` (the page's time, in ms)."""
 
     model_config = ConfigDict(extra="forbid")
 
     action: Action
     filter: SearchFilter
+    entries: list[EntryRef] = Field(default=[], max_length=SELECT_MAX,
+                                    description="Chosen entries (a table's ticked rows) instead of every match.")
     duration_s: float = Field(default=3600.0, gt=0, le=366 * 24 * 3600, description="silence: how long.")
     reason: str = Field(default="", max_length=1000, description="silence: why.")
 
@@ -102,7 +117,10 @@ class BulkActions:
         f = body.filter
         if not f.as_of:
             raise BulkError("a bulk action needs filter.as_of: the snapshot of the page it acts on")
-        matches = await self._matches(f.model_copy(update={"before": "", "limit": PAGE}))
+        if body.entries:
+            matches = await self._chosen(body.entries)
+        else:
+            matches = await self._matches(f.model_copy(update={"before": "", "limit": PAGE}))
         if body.action == "silence":
             items = list(dict.fromkeys(fp for _s, _d, fp in matches if fp))
         else:
@@ -110,7 +128,8 @@ class BulkActions:
         if not items:
             raise BulkError("nothing in the snapshot to act on (no match still in an archive)")
         bulk_id = secrets.token_hex(8)
-        view = BulkView(id=bulk_id, action=body.action, who=who, filter=describe(f), as_of=f.as_of,
+        described = f"{len(body.entries)} chosen entries" if body.entries else describe(f)
+        view = BulkView(id=bulk_id, action=body.action, who=who, filter=described, as_of=f.as_of,
                         total=len(items), processed=0, done=0, skipped=0, state="ready", created_at=self._clock())
         meta: dict[Any, Any] = {**{k: str(v) for k, v in view.model_dump(exclude={"state"}).items()}, "state": "ready",
                 "duration_s": str(body.duration_s), "reason": body.reason}
@@ -128,6 +147,16 @@ class BulkActions:
             f = f.model_copy(update={"before": page.next_before})
         if len(found) > BULK_MAX:
             raise BulkError(f"the snapshot matches more than {BULK_MAX} entries: narrow the filter")
+        return found
+
+    async def _chosen(self, chosen: Sequence[EntryRef]) -> list[tuple[str, str, str]]:
+        """(source, digest, fingerprint) of the chosen entries (the fingerprint from each one's record)."""
+        unique = list(dict.fromkeys((ref.source, ref.id) for ref in chosen))
+        found = []
+        for source, digest in unique:
+            record = await self._service.record(source, digest)
+            alert = record.alert if record is not None else None
+            found.append((source, digest, alert.dead_letter.fingerprint if alert is not None else ""))
         return found
 
     async def _in_archive(self, matches: Sequence[tuple[str, str, str]], redrive: bool) -> list[str]:

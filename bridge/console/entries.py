@@ -71,6 +71,13 @@ def envelope_view(letter: DeadLetter) -> EnvelopeView:
     return EnvelopeView.model_validate(letter.model_dump())
 
 
+def redrive_helps(envelope: EnvelopeView) -> bool:
+    """False for an unreadable entry (not UTF-8, not JSON, not an object): a worker would fail on the same
+    bytes again, so the console offers no Redrive. An oversized one (`sources.max_parse_bytes`) is a
+    readable job the bridge chose not to parse: it may be redriven."""
+    return envelope.parse_error is None or envelope.parse_error.startswith("oversized")
+
+
 def summary_view(alert: Alert, runbook_base: str | None) -> SummaryView:
     s = alert.summary
     return SummaryView(title=s.title, severity=s.severity, likely_cause=s.likely_cause, next_steps=list(s.next_steps),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -28,9 +29,13 @@ from redis.exceptions import RedisError
 from bridge.config.console_auth import ConsoleAuthSettings
 from bridge.console import render, roles
 from bridge.console.auth import Authenticator, Principal
+from bridge.console.causes import causes
+from bridge.console.full_job import FULL_MAX, full_job
 from bridge.console.search import SearchFilter
-from bridge.console.service import PAGE_MAX, ConsoleService
+from bridge.console.service import PAGE_MAX, SCAN_COUNT, ConsoleService
+from bridge.core import names
 from bridge.sinks.sink_registry import SINKS
+from bridge.stores import trends
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +70,10 @@ def _static_files() -> dict[str, bytes]:
 class Pages:
     """The page handlers; `service()` is None until the runtime has started."""
 
-    def __init__(self, service: ServiceGetter, runbook_base_url: str | None, auth: Authenticator) -> None:
+    def __init__(self, service: ServiceGetter, runbook_base_url: str | None, auth: Authenticator,
+                 refresh_s: float = 15.0) -> None:
         self._service = service
+        self._refresh_s = refresh_s
         self._base_url = runbook_base_url
         self._auth = auth
         self._env = render.build_environment()
@@ -105,7 +112,7 @@ class Pages:
             return _html(self._env, "message.html", {"title": "Not found", "message": "Nothing here (any more)."}, 404)
         base = {"read_only": svc.read_only, "runbook_base_url": self._base_url, "page": name, "me": caller,
                 "may": {action: roles.may(caller.role, action) for action in roles.NEEDS},
-                "sign_in": self._auth.settings.oidc is not None}
+                "sign_in": self._auth.settings.oidc is not None, "refresh_s": self._refresh_s}
         return _html(self._env, f"{name}.html", {**base, **context})
 
     async def root(self) -> Response:
@@ -146,9 +153,9 @@ class Pages:
 
 
 def pages_router(service: ServiceGetter, runbook_base_url: str | None,
-                 auth: Authenticator | None = None) -> APIRouter:
+                 auth: Authenticator | None = None, refresh_s: float = 15.0) -> APIRouter:
     """The `/console/` routes (GET only, and the sign-in ones; the actions are the JSON API's)."""
-    pages = Pages(service, runbook_base_url, auth or Authenticator(None, ConsoleAuthSettings()))
+    pages = Pages(service, runbook_base_url, auth or Authenticator(None, ConsoleAuthSettings()), refresh_s)
     router = APIRouter(prefix="/console", include_in_schema=False)
     if auth is not None and auth.settings.oidc is not None:  # authlib and joserfc load only for a sign-in
         from bridge.console.oidc import oidc_router
@@ -170,23 +177,36 @@ def pages_router(service: ServiceGetter, runbook_base_url: str | None,
 
 def _html(env: Any, template: str, context: Mapping[str, Any], status: int = 200) -> Response:
     defaults: dict[str, Any] = {"read_only": True, "runbook_base_url": None, "page": "", "me": None, "may": {},
-                                "sign_in": False, "bare": template in BARE}
+                                "sign_in": False, "bare": template in BARE, "refresh_s": 0}
     body = env.get_template(template).render({**defaults, **context})
     return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
 
 
 async def _overview(svc: ConsoleService) -> Mapping[str, Any]:
-    return {"o": await svc.overview()}
+    o = await svc.overview()
+    found = causes(o.latest)
+    fields = [trends.ALL, *(trends.cause_field(c.fingerprint) for c in found if c.fingerprint)]
+    series = await svc.trends.series(fields, time.time())
+    return {"o": o, "causes": found, "open_groups": {(g.sink, g.group_key): g for g in o.groups},
+            "trend": series[trends.ALL], "cause_trend": {f[2:]: t[0] for f, t in series.items() if f != trends.ALL}}
 
 
 async def _source(svc: ConsoleService, key: str, offset: int) -> Mapping[str, Any]:
     entries = await svc.source_entries(key, offset, min(PAGE_SIZE, PAGE_MAX))
-    return {"source": key, "p": entries}
+    # a selection acts on entries handed off no later than this page (bridge.console.bulk)
+    queue = key if svc.is_kind(key) else names.queue_of(key)
+    series = await svc.trends.series([trends.queue_field(queue)], time.time())
+    return {"source": key, "p": entries, "as_of": str(int(time.time() * 1000)), "queue": queue,
+            "trend": series[trends.queue_field(queue)]}
 
 
 async def _entry(svc: ConsoleService, source: str, entry_id: str) -> Mapping[str, Any] | None:
     found = await svc.entry(source, entry_id)
-    return None if found is None else {"e": found, "history": await svc.history(source, entry_id)}
+    if found is None:
+        return None
+    raw = await svc.find_raw(source, entry_id) if found.in_archive else None
+    return {"e": found, "history": await svc.history(source, entry_id),
+            "full": full_job(raw) if raw is not None else None, "full_max_kb": FULL_MAX // 1024}
 
 
 async def _groups(svc: ConsoleService) -> Mapping[str, Any]:
@@ -217,12 +237,14 @@ async def _search(svc: ConsoleService, params: Mapping[str, str]) -> Mapping[str
                                              "as_of": str(params.get("as_of", ""))[:80]})
     except ValidationError as exc:
         problem = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        return {"form": form, "page": None, "problem": problem, "query": "", "pinned": "", "bulk_filter": ""}
+        return {"form": form, "page": None, "problem": problem, "query": "", "pinned": "", "bulk_filter": "",
+                "totals": (0, 0)}
     page = await svc.search(query) if given or params.get("all") else None
+    totals = await svc.archive.totals(sorted(await svc.archive.archived_sources(SCAN_COUNT))) if page else (0, 0)
     snapshot = {"as_of": page.snapshot} if page is not None and page.snapshot else {}
     # the older pages, the exports and the bulk actions keep to this page's snapshot
     bulk_filter = json.dumps({**query.model_dump(exclude={"before", "limit"}, exclude_defaults=True), **snapshot})
-    return {"form": form, "page": page, "problem": "", "query": urllib.parse.urlencode(given),
+    return {"form": form, "page": page, "problem": "", "query": urllib.parse.urlencode(given), "totals": totals,
             "pinned": urllib.parse.urlencode({**given, **snapshot}), "bulk_filter": bulk_filter if snapshot else ""}
 
 

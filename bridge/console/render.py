@@ -11,10 +11,13 @@ an http(s) URL under `runbooks.base_url`; any other URL is shown as text.
 from __future__ import annotations
 
 import datetime
+import re
+import shlex
 import urllib.parse
 from pathlib import Path
 
 import jinja2
+from markupsafe import Markup, escape
 
 from bridge.console.views import Link
 
@@ -27,12 +30,27 @@ def q(value: object) -> str:
     return urllib.parse.quote(str(value), safe="")
 
 
-def when(epoch: float | None) -> str:
-    """An epoch time as `2026-11-30 20:15:04 UTC`; `—` when unknown."""
+SEPARATORS = re.compile(r"(?<=[:_\-./,])")
+
+
+def utc(epoch: float) -> str:
+    """An epoch time as `2026-11-30 20:15:04 UTC`."""
+    return datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def when(epoch: float | None) -> Markup:
+    """An epoch time as `<time datetime=…>2026-11-30 20:15:04 UTC</time>` (`—` when unknown); the
+    page's script shows it as "3 min ago" with the time in the browser's zone on hover."""
     if epoch is None:
-        return "—"
-    moment = datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+        return Markup("—")
+    iso = datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC).isoformat(timespec="seconds")
+    return Markup('<time datetime="{}">{}</time>').format(iso, utc(epoch))
+
+
+def brk(value: object) -> Markup:
+    """`value` escaped, with a line-break opportunity (`<wbr>`) after each separator (`:_-./,`), so a
+    long key wraps at `dead_letter:` or `slack-` and never mid-word."""
+    return Markup("<wbr>").join(escape(part) for part in SEPARATORS.split(str(value)))
 
 
 def age(seconds: float | None) -> str:
@@ -71,6 +89,6 @@ def build_environment() -> jinja2.Environment:
         lstrip_blocks=True,
         auto_reload=False,
     )
-    env.filters.update(q=q, when=when, age=age)
+    env.filters.update(q=q, when=when, age=age, brk=brk, utc=utc, shq=shlex.quote)
     env.globals.update(runbook_href=runbook_href)
     return env

@@ -36,7 +36,7 @@ from typing import Any
 import redis.asyncio as redis
 
 from bridge.clients.redis_memory import read_memory
-from bridge.console.entries import DeliveryReader, envelope_view, summary_view
+from bridge.console.entries import DeliveryReader, envelope_view, redrive_helps, summary_view
 from bridge.console.fleet import gateway_view, group_summaries, group_view, sink_views
 from bridge.console.history import HistoryItem, history
 from bridge.console.search import Searcher, SearchFilter, SearchPage
@@ -66,6 +66,7 @@ from bridge.stores.archive import STATS_BUCKET_S, Archive, Record, minute_of
 from bridge.stores.audit import AuditLog, AuditRecord
 from bridge.stores.search_index import SearchIndex
 from bridge.stores.silences import Silence, SilenceStore
+from bridge.stores.trends import TrendStore
 from bridge.stores.undeliverable_records import Stored, UndeliverableStore, retryable
 
 PAGE_MAX = 200
@@ -73,7 +74,7 @@ HOUR_BUCKETS = 3600 // STATS_BUCKET_S
 ARCHIVE_SCAN_EVERY_S = 30.0
 KIND_DEPTH_TIMEOUT_S = 1.0
 UNDELIVERABLE_COUNTED = 2000
-LATEST = 10  # the overview's "failing now" list
+LATEST = 50  # the overview's "failing now": the newest entries, grouped by cause (bridge.console.causes)
 log = logging.getLogger(__name__)
 NEAR_CAP = 0.9  # a store this full shows in the overview's retention banner
 SCAN_COUNT = 10_000  # the search index adds keys per facet value: fewer SCAN round trips
@@ -105,14 +106,13 @@ class ConsoleService:
         self._redis = client
         self._list_sources = list_sources
         self._kinds = {ref.source.name: ref for ref in kinds}
-        self._health = health
-        self.read_only = read_only
+        self._health, self.read_only = health, read_only
         self._clock = clock
         self._sinks = settings.effective_sinks()
         self._deliveries = DeliveryReader(client, self._sinks)
         self._archived: tuple[float, set[str]] | None = None
-        self.search_index = SearchIndex(client)
-        self.archive = Archive(client)
+        self.search_index, self.archive = SearchIndex(client), Archive(client)
+        self.trends = TrendStore(client)  # the charts' series (bridge.stores.trends)
         self._undeliverable = UndeliverableStore(client)
 
     @property
@@ -308,7 +308,8 @@ class ConsoleService:
             id=digest, source=source, archived_at=record.ms / 1000 if record else None,
             severity=alert.severity if alert else None,
             summary=summary_view(alert, base) if alert else None, envelope=envelope, deliveries=deliveries,
-            redrivable=in_archive and source not in self._kinds and names.work_queue(source) is not None,
+            redrivable=in_archive and source not in self._kinds and names.work_queue(source) is not None
+            and redrive_helps(envelope),
             in_archive=in_archive,
         )
 

@@ -1,6 +1,10 @@
-"""Re-delivering an undeliverable record's alert: `undeliverable retry` and the console's retry."""
+"""Re-delivering undeliverable records' alerts: `undeliverable retry` and the console's Retry and Retry all
+share `retry_one` and `retry_all` (oldest first; each record removed only once its sink has the alert)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
@@ -35,3 +39,23 @@ async def retry_one(
     removed = await store.remove(item)
     note = "" if removed else " (record was already removed)"
     return True, ("delivered" if result.outcome == "delivered" else "already delivered") + note
+
+
+@dataclass(frozen=True)
+class Retried:
+    """What one record's retry did."""
+
+    item: Stored
+    ok: bool
+    message: str
+
+
+async def retry_all(
+    stored: Sequence[Stored], routes: dict[str, Route], deliverer: Deliverer, store: UndeliverableStore
+) -> list[Retried]:
+    """`retry_one` for each record of `stored`, in order (callers pass them oldest first)."""
+    done = []
+    for item in stored:
+        ok, message = await retry_one(item, routes, deliverer, store)
+        done.append(Retried(item, ok, message))
+    return done

@@ -57,6 +57,7 @@ from bridge.sources.leaving import leave_note
 from bridge.sources.source import Source, SourceUnavailable
 from bridge.stores.handoff import HandOff
 from bridge.stores.search_index import SearchIndex
+from bridge.stores.trends import TrendCounter
 from bridge.stores.undeliverable_records import UndeliverableStore
 from bridge.summarize.summarizer import Summarizer
 
@@ -111,12 +112,13 @@ class Pipeline:
         memory: RedisMemory | None = None,
         fleet: FleetFormat | None = None,
         search_index: SearchIndex | None = None,
+        trends: TrendCounter | None = None,  # per queue and cause, for the console's charts
     ) -> None:
         self._sources = [source, *kinds]
         self._memory = memory
         self._redis_target = redis_target  # masked, for the logs
         self._source = source
-        self._handoff = handoff
+        self._handoff, self._trends = handoff, trends
         self._delivery = delivery
         self._undeliverable = undeliverable
         self._summarizer = summarizer
@@ -352,9 +354,12 @@ class Pipeline:
 
     async def _hand_off(self, claimed: Claimed, alert: Alert, routed: list[str], *, quarantine: bool = False) -> bool:
         """Archive (or quarantine) the entry and queue its alert for every routed sink, in one step."""
-        return await self._until_done(
+        done = await self._until_done(
             claimed, lambda: self._handoff.finish(claimed, alert, routed, quarantine=quarantine)
         )
+        if done and self._trends is not None:
+            self._trends.count(alert.dead_letter.queue, alert.dead_letter.fingerprint)
+        return done
 
     async def _until_done(self, claimed: Claimed, step: Callable[[], Awaitable[bool]]) -> bool:
         """`step` (a finish of `claimed`), Redis outages waited out; False: it was reaped meanwhile."""

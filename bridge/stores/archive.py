@@ -104,6 +104,16 @@ class Archive:
                 archived[source] = int(await self._redis.llen(key))
         return archived
 
+    async def totals(self, sources: Sequence[str]) -> tuple[int, int]:
+        """(entries archived, distinct entries indexed) over `sources`: identical bytes parked again by a
+        repeated run are two archive entries but one record (search shows them once)."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for source in sources:
+                pipe.llen(names.encode(keys.alerted(source)))
+                pipe.zcard(names.encode(keys.entry_index(source)))
+            replies = await pipe.execute() if sources else []
+        return sum(int(n) for n in replies[0::2]), sum(int(n) for n in replies[1::2])
+
     # --- one archive -----------------------------------------------------------------------------
 
     async def page(self, source: str, offset: int, limit: int) -> tuple[int, list[Any]]:

@@ -342,6 +342,16 @@ def entry_index(source_key: str) -> str:
     return f"{PREFIX}:entries:{source_ref(source_key)}:index"
 
 
+def trend_hour(hour: int) -> str:
+    """HASH of one hour's hand-offs (epoch hour): `all`, `q:<queue>`, `c:<cause fingerprint>` → count."""
+    return f"{PREFIX}:trends:h:{hour}"
+
+
+def trend_day(day: int) -> str:
+    """HASH of one UTC day's hand-offs (epoch day), fields as `trend_hour`."""
+    return f"{PREFIX}:trends:d:{day}"
+
+
 def handoff_stats(source_key: str, minute: int) -> str:
     """HASH of one minute's hand-offs (`alerted`, and per summary source); expires after 2 h."""
     return f"{PREFIX}:stats:{source_ref(source_key)}:{minute}"

@@ -4,6 +4,7 @@ uncaught script error or Content-Security-Policy violation (tests/support/browse
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -17,3 +18,9 @@ def tab() -> Iterator[Tab]:
         assert not opened.dialogs, f"a page opened a dialog: {opened.dialogs}"
         assert not opened.page_errors, f"a page script failed: {opened.page_errors}"
         assert not opened.csp_violations(), f"the page broke its own CSP: {opened.csp_violations()}"
+
+
+@pytest.fixture(scope="module")
+def console_extra() -> dict[str, Any]:
+    """More `[console]` settings for a module's bridge (tests/console/test_browser.py); a module overrides it."""
+    return {}

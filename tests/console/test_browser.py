@@ -127,7 +127,7 @@ def _sinks(slack: str, pd: str, hook: str, flaky: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def bridge(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bridge]:
+def bridge(redis_url: str, tmp_path_factory: pytest.TempPathFactory, console_extra: dict[str, Any]) -> Iterator[Bridge]:
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
     slack, pd, hook = Receiver(), Receiver(default=Reply(202)), Receiver()
@@ -144,7 +144,7 @@ def bridge(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             "sources": {"rescan_interval_s": 0.2, "concurrency": 4},
             "openclaw": {"url": gw.url, "token": "t", "calls_per_minute": 0},
             "runbooks": {"base_url": RUNBOOKS},
-            "console": {"enabled": True, "token_env": "CONSOLE_TEST_TOKEN"},
+            "console": {"enabled": True, "token_env": "CONSOLE_TEST_TOKEN", **console_extra},
             "delivery": {"max_attempts": 2, "base_delay_s": 0.05, "max_delay_s": 0.1},
             "sinks": _sinks(sl.url, pds.url, wh.url, fl.url),
             "sources.sidekiq": [{"namespace": ""}],
@@ -269,7 +269,7 @@ def test_a_dead_letter_shows_its_summary_and_where_it_went(bridge: Bridge, tab: 
     bridge.wait_archived("orders-eu")
     assert wait_for(lambda: sent_to(bridge.slack, job) and sent_to(bridge.webhook, job), 20)
     tab.page.goto(f"{bridge.url}/console/source?key=dead_letter:orders-eu")
-    tab.page.click("article.entry h2 a")
+    tab.page.click("#entries tbody td a")
     page = tab.page
     assert page.inner_text("#title") == "ship_order: warehouse API timed out after 30s"
     assert "did not answer within 30 s" in page.inner_text(".summary .cause")
@@ -443,7 +443,7 @@ def test_search_finds_by_error_class_and_text_and_keeps_the_filter_in_the_url(br
 
 def _search_rows(tab: Tab, url: str) -> list[str]:
     tab.page.goto(url)
-    return [t.split()[-1] for t in tab.page.locator("#search-results tbody tr td:nth-child(4)").all_inner_texts()
+    return [t.split()[-1] for t in tab.page.locator("#search-results tbody tr td.job").all_inner_texts()
             if t.strip() and "Nothing" not in t]
 
 

@@ -6,6 +6,7 @@ real bridge; these check the HTML itself, quickly and for every page.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -68,12 +69,35 @@ def hostile_entry(runbook: Link | None) -> EntryView:
     )
 
 
+SECRET = "hunter2-secret-value"
+
+
+class CollapsedArchive:
+    """24 entries archived, 16 distinct: identical entries of repeated runs."""
+
+    async def archived_sources(self, count: int) -> set[str]:
+        return {"dead_letter:a"}
+
+    async def totals(self, sources: list[str]) -> tuple[int, int]:
+        return (24, 16) if sources else (0, 0)
+
+
+class FixedTrends:
+    """Every series: hour h holds h dead letters, day d holds 2·d."""
+
+    async def series(self, fields: list[str], now: float) -> dict[str, tuple[list[int], list[int]]]:
+        return {f: (list(range(24)), [2 * d for d in range(30)]) for f in fields}
+
+
 class HostileService(ConsoleService):
     """The read side, answering every page with attacker-written strings."""
 
     def __init__(self, read_only: bool = False, runbook: Link | None = None) -> None:
         self.read_only = read_only
         self.runbook = runbook
+        self.archive = CollapsedArchive()  # type: ignore[assignment]
+        self.trends = FixedTrends()  # type: ignore[assignment]
+        self._kinds = {}
 
     async def overview(self) -> Overview:
         counts = SummarySourceCounts(openclaw=1, cache=2, fallback=3)
@@ -100,6 +124,11 @@ class HostileService(ConsoleService):
 
     async def entry(self, source: str, entry_id: str) -> EntryView | None:
         return hostile_entry(self.runbook) if entry_id == "0123456789abcdef" else None
+
+    async def find_raw(self, source: str, entry_id: str) -> bytes | None:
+        """The hostile job's own bytes: a secret in its arguments, hostile text in its backtrace."""
+        job = {"job_id": HOSTILE, "args": [HOSTILE, {"password": SECRET}], "backtrace": [HOSTILE, "app.rb:7"]}
+        return json.dumps(job).encode()
 
     async def history(self, source: str, entry_id: str) -> list[HistoryItem]:
         """Two hand-offs of the hostile job, hostile names acting on them."""
@@ -154,7 +183,7 @@ PAGES = [
 
 
 def hrefs(html: str) -> list[str]:
-    return re.findall(r'(?:href|src|action)="([^"]*)"', html)
+    return re.findall(r'(?<![-\w])(?:href|src|action)="([^"]*)"', html)  # not data-action=
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -262,3 +291,33 @@ async def test_unknown_entry_is_404_and_a_starting_bridge_is_503() -> None:
     async with client_for(None) as client:
         response = await client.get("/console/")
     assert response.status_code == 503 and "starting" in response.text
+
+
+async def test_the_entry_page_expands_the_whole_job_redacted_and_offers_copy_buttons() -> None:
+    async with client_for(HostileService()) as client:
+        html = (await client.get("/console/entry?source=x&id=0123456789abcdef")).text
+    full = html.split('id="full-job"', 1)[1].split("</details>", 1)[0]
+    assert "[REDACTED]" in full and SECRET not in html, "the arguments are redacted as intake redacts them"
+    assert "app.rb:7" in full.split('id="full-backtrace"', 1)[1], "the backtrace is shown apart"
+    assert "&lt;script&gt;" in full and "<script>alert" not in full
+    assert 'id="copy-job-id"' in html and 'id="copy-redrive"' in html
+    assert 'data-copy="dlq-bridge redrive &#39;dead_letter:' in html, "the command quotes the untrusted source"
+
+
+async def test_search_says_when_identical_entries_are_shown_once() -> None:
+    async with client_for(HostileService()) as client:
+        html = (await client.get("/console/search?all=1")).text
+    assert "the archives hold 24 entries, 16 distinct: 8 identical ones" in html
+
+
+async def test_the_overview_and_the_queue_page_draw_the_trends_as_inline_svg() -> None:
+    async with client_for(HostileService()) as client:
+        overview = (await client.get("/console/")).text
+        source = (await client.get("/console/source?key=dead_letter:orders")).text
+    for html in (overview, source):
+        hours = html.split('id="trend-hours"', 1)[1].split("</svg>", 1)[0]
+        days = html.split('id="trend-days"', 1)[1].split("</svg>", 1)[0]
+        assert hours.count("<rect") == 24 and days.count("<rect") == 30
+        assert 'height="38" data-count="23"' in hours, "the busiest hour fills the chart"
+        assert "per day, last 30 days (870)" in html
+    assert "Queue orders: per hour" in source

@@ -33,6 +33,8 @@ SHARED = {  # where a test's node id starts: the unit it belongs to
     "tests/realmodel/": "node peers",
     "tests/cluster/": "tests/cluster/",
     "tests/console/test_browser.py": "tests/console/test_browser.py",
+    "tests/console/test_browser_act.py": "tests/console/test_browser_act.py",
+    "tests/console/test_browser_layout.py": "tests/console/test_browser_layout.py",
     "tests/console/test_sign_in.py": "tests/console/test_sign_in.py",
     "tests/test_deploy_manifests.py": "tests/test_deploy_manifests.py",
     "tests/test_import_contracts.py": "tests/test_import_contracts.py",  # both write import-linter's cache
