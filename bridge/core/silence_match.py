@@ -199,3 +199,18 @@ def _in_class(char: str) -> str:
 def escape_glob(text: str) -> str:
     """A 0.2.0 queue glob matching exactly `text` (`*`, `?`, `[` put in brackets)."""
     return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def selects(silence: Iterable[Matcher], filters: Iterable[Matcher]) -> bool:
+    """amtool's query filter: every filter is held by the silence's matchers; an `=` filter by a
+    matcher on its label that matches its value (`queue=emails` finds `queue=~"e.*"`), any other
+    filter by an identical matcher."""
+    held = list(silence)
+    for wanted in filters:
+        if wanted.op == "=":
+            found = any(m.name == wanted.name and m.matches({wanted.name: wanted.value}) for m in held)
+        else:
+            found = wanted in held
+        if not found:
+            return False
+    return True
