@@ -101,6 +101,15 @@ class Silence(BaseModel):
             return False
         return self.fingerprint is None or labels.get("cause", "") == self.fingerprint
 
+    def matches_but_sink(self, labels: Mapping[str, str]) -> bool:
+        """Every matcher not on the sink matches (checked once per alert; `sink_matches` per sink)."""
+        if self.matchers is None:
+            return self.matches_labels(labels)
+        return bool(self.matchers) and all(m.matches(labels) for m in self.matchers if m.name != "sink")
+
+    def sink_matches(self, sink: str) -> bool:
+        return self.matchers is None or all(m.matches({"sink": sink}) for m in self.matchers if m.name == "sink")
+
     def matches(self, alert: Alert, sink: str = "") -> bool:
         return self.matches_labels(alert_labels(alert, sink))
 
@@ -274,16 +283,13 @@ class SilenceFilter:
         """The sinks to hand `alert` to, and the silenced ones (sink → silence id)."""
         await self._fresh()
         now = self._clock()
-        active = [s for s in self._silences if s.active(now)]
+        labels = alert_labels(alert)
+        candidates = [s for s in self._silences if s.active(now) and s.matches_but_sink(labels)]
         kept: list[str] = []
         silenced: dict[str, str] = {}
-        if not active:
-            return list(sinks), silenced
-        labels = alert_labels(alert)
         for sink in sinks:
-            labels["sink"] = sink
             holds = self._notifies.get(sink, False)
-            hit = next((s for s in active if s.silences(holds) and s.matches_labels(labels)), None)
+            hit = next((s for s in candidates if s.silences(holds) and s.sink_matches(sink)), None)
             if hit is None:
                 kept.append(sink)
             else:
