@@ -132,8 +132,11 @@ def legacy_matchers(silence: Silence) -> list[Matcher]:
     found = []
     if silence.queue is not None:
         plain = not any(c in silence.queue for c in "*?[")
-        found.append(Matcher(name="queue", op="=", value=silence.queue) if plain
-                     else Matcher(name="queue", op="=~", value=glob_to_regex(silence.queue)))
+        found.append(
+            Matcher(name="queue", op="=", value=silence.queue)
+            if plain
+            else Matcher(name="queue", op="=~", value=glob_to_regex(silence.queue))
+        )
     if silence.job_name is not None:
         found.append(Matcher(name="job_name", op="=", value=silence.job_name))
     if silence.fingerprint is not None:
@@ -141,12 +144,30 @@ def legacy_matchers(silence: Silence) -> list[Matcher]:
     return found
 
 
-def new_silence(matchers: Sequence[Matcher], starts_at: float, ends_at: float, *, author: str,
-                comment: str = "", webhooks: bool = False, replaces: str | None = None) -> Silence:
+def new_silence(
+    matchers: Sequence[Matcher],
+    starts_at: float,
+    ends_at: float,
+    *,
+    author: str,
+    comment: str = "",
+    webhooks: bool = False,
+    replaces: str | None = None,
+) -> Silence:
     """A silence with a fresh id, its legacy fields set only when they say exactly the same."""
-    return Silence.model_validate({
-        "id": new_id(), **legacy_fields(matchers), "matchers": list(matchers), "starts_at": starts_at,
-        "ends_at": ends_at, "reason": comment, "author": author, "webhooks": webhooks, "replaces": replaces})
+    return Silence.model_validate(
+        {
+            "id": new_id(),
+            **legacy_fields(matchers),
+            "matchers": list(matchers),
+            "starts_at": starts_at,
+            "ends_at": ends_at,
+            "reason": comment,
+            "author": author,
+            "webhooks": webhooks,
+            "replaces": replaces,
+        }
+    )
 
 
 def new_id() -> str:
@@ -221,19 +242,33 @@ class SilenceStore:
         changed = edit.matchers is not None and edit.matchers != found.shown_matchers()
         if changed and found.starts_at <= now:
             assert edit.matchers is not None
-            fresh = new_silence(edit.matchers, now, ends, author=who, comment=comment, webhooks=webhooks,
-                                replaces=found.id)
-            old = found.model_copy(update={"ends_at": min(found.ends_at, now), "expired_by": who,
-                                           "replaced_by": fresh.id})
-            await self._redis.hset(keys.SILENCES, mapping={old.id: old.model_dump_json(),
-                                                           fresh.id: fresh.model_dump_json()})
+            fresh = new_silence(
+                edit.matchers, now, ends, author=who, comment=comment, webhooks=webhooks, replaces=found.id
+            )
+            old = found.model_copy(
+                update={"ends_at": min(found.ends_at, now), "expired_by": who, "replaced_by": fresh.id}
+            )
+            await self._redis.hset(
+                keys.SILENCES, mapping={old.id: old.model_dump_json(), fresh.id: fresh.model_dump_json()}
+            )
             return fresh, old
         matchers = edit.matchers if changed else found.matchers
         fields = legacy_fields(matchers) if matchers is not None else {}
-        legacy = {"queue": fields.get("queue"), "job_name": fields.get("job_name"),
-                  "fingerprint": fields.get("fingerprint")} if changed else {}
-        kept = found.model_copy(update={**legacy, "matchers": matchers, "ends_at": ends, "reason": comment,
-                                        "webhooks": webhooks, "updated_by": who})
+        legacy = (
+            {"queue": fields.get("queue"), "job_name": fields.get("job_name"), "fingerprint": fields.get("fingerprint")}
+            if changed
+            else {}
+        )
+        kept = found.model_copy(
+            update={
+                **legacy,
+                "matchers": matchers,
+                "ends_at": ends,
+                "reason": comment,
+                "webhooks": webhooks,
+                "updated_by": who,
+            }
+        )
         await self.put(kept)
         return kept, None
 
