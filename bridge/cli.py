@@ -23,6 +23,7 @@ from bridge.commands import (
     peek,
     redrive,
     send_test,
+    silence,
     summarize,
     undeliverable,
 )
@@ -109,6 +110,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "send-test": ("send one clearly marked test alert to each configured sink", send_test.add_args),
     "undeliverable": ("list or retry deliveries that exhausted their retries",
                       undeliverable.add_args),
+    "silence": ("add, query, update (extend) or expire silences, as amtool does", silence.add_args),
     "console-token": ("make a console role token and print the hash to configure", console_token.add_args),
     "config-reference": ("print (or check, or write into README.md) the configuration reference",
                          config_reference.add_args),
@@ -238,6 +240,7 @@ HANDLERS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
     "redrive": redrive.run,
     "summarize": summarize.run,
     "send-test": send_test.run,
+    "silence": silence.run,
     "undeliverable": undeliverable.run,
     "console-token": console_token.run,
     "config-reference": config_reference.run,

@@ -7,6 +7,8 @@
     discard_undeliverable(record_id, who)      -> ActionResult
     create_silence(body, who)                  -> SilenceView
     expire_silence(silence_id, who)            -> ActionResult
+    update_silence(silence_id, body, who)      -> SilenceView | None   (edit, extend)
+    comment_silence(silence_id, text, who)     -> SilenceView | None
 
 `who` is the caller's name (the `X-Console-User` header or a body `author`,
 else `token`). Every action, refused or done, is appended to the audit list.
@@ -27,17 +29,20 @@ import time
 from collections.abc import Callable, Mapping
 
 import redis.asyncio as redis
+from pydantic import ValidationError
 
-from bridge.console.service import ConsoleService, record_id, silence_view
+from bridge.console.service import ConsoleService, record_id
+from bridge.console.silence_views import SilenceUpdate, silence_view
 from bridge.console.views import ActionResult, SilenceCreate, SilenceView
 from bridge.core import names
+from bridge.core.silence_match import Matcher, MatcherSet
 from bridge.delivery.redeliver import retry_all, retry_one
 from bridge.delivery.send import Deliverer, Route
 from bridge.redrive.messages import count
 from bridge.redrive.operation import Outcome, Redrive, Resolver, enqueue_resolve_seam
 from bridge.stores.audit import AuditLog
 from bridge.stores.requeue import quarantine_plan
-from bridge.stores.silences import Silence, SilenceFilter, SilenceStore, new_id
+from bridge.stores.silences import Silence, SilenceEdit, SilenceFilter, SilenceStore, new_id, new_silence
 from bridge.stores.undeliverable_records import UndeliverableStore
 
 QUARANTINE_BATCH = 1000  # entries one console redrive of a quarantine list moves at most
@@ -166,30 +171,71 @@ class ConsoleActions:
     # --- silences -------------------------------------------------------------------------
 
     async def create_silence(self, body: SilenceCreate, who: str) -> SilenceView:
-        """Raises SilenceError for a silence without matcher or whose end is not in the future."""
+        """Raises SilenceError for a silence without a usable matcher or whose end is not in the future."""
         now = self._clock()
         ends = body.ends_at if body.ends_at is not None else now + (body.duration_s or 3600.0)
-        matchers = [m for m in (body.queue, body.job_name, body.fingerprint) if m]
-        if not matchers:
-            raise SilenceError("a silence needs at least one of queue, job_name, fingerprint")
         if ends <= now:
             raise SilenceError("ends_at must be in the future")
-        silence = Silence(id=new_id(), queue=body.queue or None, job_name=body.job_name or None,
-                          fingerprint=body.fingerprint or None, starts_at=now, ends_at=ends, reason=body.reason,
-                          author=body.author or who, webhooks=body.webhooks)
+        author = body.author or who
+        if body.label_matchers is not None:
+            silence = new_silence(checked(body.label_matchers), now, ends, author=author, comment=body.reason,
+                                  webhooks=body.webhooks)
+        elif body.queue or body.job_name or body.fingerprint:  # 0.2.0's fields: stored as 0.2.0 stores them
+            silence = Silence(id=new_id(), queue=body.queue or None, job_name=body.job_name or None,
+                              fingerprint=body.fingerprint or None, starts_at=now, ends_at=ends,
+                              reason=body.reason, author=author, webhooks=body.webhooks)
+        else:
+            raise SilenceError("a silence needs at least one matcher (label_matchers, or queue, job_name, fingerprint)")
         await self._silences.put(silence)
-        if self._silence_filter is not None:
-            self._silence_filter.remember(silence)
+        self._remember(silence)
         await self.audit.append(silence.author, "silence", silence.id, "ok", _describe(silence))
         return silence_view(silence, now)
+
+    async def update_silence(self, silence_id: str, body: SilenceUpdate, who: str) -> SilenceView | None:
+        """The silence in force after the edit (a new id when started matchers changed); None: no such silence."""
+        now = self._clock()
+        ends = body.ends_at if body.ends_at is not None else now + body.duration_s if body.duration_s else None
+        if ends is not None and ends <= now:
+            raise SilenceError("ends_at must be in the future")
+        matchers = checked(body.label_matchers) if body.label_matchers is not None else None
+        edit = SilenceEdit(matchers=matchers, ends_at=ends, comment=body.reason, webhooks=body.webhooks)
+        done = await self._silences.update(silence_id, edit, who)
+        if done is None:
+            await self._done(who, "edit-silence", silence_id, False, "no such silence")
+            return None
+        kept, replaced = done
+        for silence in (kept, replaced):
+            if silence is not None:
+                self._remember(silence)
+        note = f"replaced by {kept.id}: " if replaced is not None else ""
+        await self.audit.append(who, "edit-silence", silence_id, "ok", note + _describe(kept))
+        return silence_view(kept, now)
+
+    async def comment_silence(self, silence_id: str, text: str, who: str) -> SilenceView | None:
+        found = await self._silences.comment(silence_id, who, text)
+        if found is None:
+            return None
+        await self.audit.append(who, "comment-silence", silence_id, "ok", text[:200])
+        return silence_view(found, self._clock())
 
     async def expire_silence(self, silence_id: str, who: str) -> ActionResult:
         ended = await self._silences.expire(silence_id, who)
         if ended is None:
             return await self._done(who, "expire-silence", silence_id, False, "no such silence")
-        if self._silence_filter is not None:
-            self._silence_filter.remember(ended)
+        self._remember(ended)
         return await self._done(who, "expire-silence", silence_id, True, "expired", 1)
+
+    def _remember(self, silence: Silence) -> None:
+        if self._silence_filter is not None:
+            self._silence_filter.remember(silence)
+
+
+def checked(matchers: list[Matcher]) -> list[Matcher]:
+    """`matchers` when a silence may hold them (at least one, one not matching ""), else SilenceError."""
+    try:
+        return list(MatcherSet(matchers=matchers).matchers)
+    except ValidationError as exc:
+        raise SilenceError("; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())) from None
 
 
 def _notes(outcome: Outcome) -> str:
@@ -200,7 +246,5 @@ def _notes(outcome: Outcome) -> str:
 
 
 def _describe(silence: Silence) -> str:
-    parts = [f"{name}={value}" for name, value in
-             (("queue", silence.queue), ("job_name", silence.job_name), ("fingerprint", silence.fingerprint)) if value]
-    text = ", ".join(parts) + (" (webhooks too)" if silence.webhooks else "")
+    text = ", ".join(str(m) for m in silence.shown_matchers()) + (" (webhooks too)" if silence.webhooks else "")
     return f"{text}: {silence.reason}" if silence.reason else text

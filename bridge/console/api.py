@@ -36,6 +36,7 @@ or the role token's name; with the single token or nobody, the body's
     DELETE /api/v1/undeliverable/{id}               ActionResult
     POST   /api/v1/silences                         SilenceView   201 (400: no matcher / past end)
     DELETE /api/v1/silences/{id}                    ActionResult
+    GET/PATCH /api/v1/silences/{id}, POST …/comments, GET /api/v1/silences/preview   (bridge.console.silence_api)
     POST   /api/v1/bulk                             BulkView      201: the snapshot (filter.as_of) fixed, its count
     GET    /api/v1/bulk/{id}                        BulkView      progress
     POST   /api/v1/bulk/{id}/run?batch=             BulkView      the next batch (call until state is done)
@@ -98,7 +99,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     503: {"model": ErrorBody, "description": "The bridge is starting"},
 }
 _SILENCE_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorBody, "description": "No matcher, or an end that is not in the future"}, **_ERRORS,
+    400: {"model": ErrorBody, "description": "No usable matcher, or an end that is not in the future"}, **_ERRORS,
 }
 _BULK_ERRORS: dict[int | str, dict[str, Any]] = {
     **_ERRORS, 404: {"model": ErrorBody, "description": "No such bulk action"},
@@ -164,12 +165,15 @@ GroupKey = Annotated[str, Query(min_length=1, max_length=2048)]
 def build_api() -> APIRouter:
     """The `/api/v1` router. The app sets `app.state.console` (a `Console`, once the runtime
     runs) and `app.state.console_auth` (an `Authenticator`)."""
+    from bridge.console.silence_api import silence_routes  # it builds on this module's dependencies
+
     router = APIRouter(prefix="/api/v1", tags=["console"], dependencies=[needs("read")])
     _reads(router)
     _lookups(router)
     _history(router)
     _redrives(router)
     _actions(router)
+    silence_routes(router)
     _exports(router)
     _bulk(router)
     return router

@@ -33,6 +33,7 @@ from bridge.console.causes import causes
 from bridge.console.full_job import FULL_MAX, full_job
 from bridge.console.search import SearchFilter
 from bridge.console.service import PAGE_MAX, SCAN_COUNT, ConsoleService
+from bridge.console.silence_form import SILENCE_FORM, matchers_json, silence_prefill
 from bridge.core import names
 from bridge.sinks.sink_registry import SINKS
 from bridge.stores import trends
@@ -54,6 +55,8 @@ STATIC_TYPES = {
     "console.css": "text/css; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
     "favicon.svg": "image/svg+xml",
+    "silences.css": "text/css; charset=utf-8",
+    "silences.js": "text/javascript; charset=utf-8",
 }
 PAGE_SIZE = 25
 FORM_FIELDS = ("text", "source", "kind", "queue", "job", "error", "fp", "summary", "state", "since", "until")
@@ -141,8 +144,8 @@ class Pages:
     async def undeliverable(self, request: Request) -> Response:
         return await self.render("undeliverable", _undeliverable, request)
 
-    async def silences(self, request: Request, queue: str = "", job_name: str = "", fingerprint: str = "") -> Response:
-        prefill = {"queue": queue[:512], "job_name": job_name[:512], "fingerprint": fingerprint[:128]}
+    async def silences(self, request: Request) -> Response:
+        prefill = silence_prefill(request.query_params)
         return await self.render("silences", lambda svc: _silences(svc, prefill), request)
 
     async def audit(self, request: Request) -> Response:
@@ -222,11 +225,12 @@ async def _undeliverable(svc: ConsoleService) -> Mapping[str, Any]:
     return {"records": await svc.undeliverable(200)}
 
 
-async def _silences(svc: ConsoleService, prefill: Mapping[str, str]) -> Mapping[str, Any]:
+async def _silences(svc: ConsoleService, prefill: list[tuple[str, str, str]]) -> Mapping[str, Any]:
     held = [p.type for p in SINKS if p.notifies_people]
     machines = [p.type for p in SINKS if not p.notifies_people]
-    return {"silences": await svc.silences(include_expired=True), "prefill": prefill,
-            "held_types": held, "machine_types": machines}
+    silences = await svc.silences(include_expired=True)
+    return {"silences": silences, "prefill": prefill, "matchers_json": matchers_json(silences),
+            "held_types": held, "machine_types": machines, **SILENCE_FORM}
 
 
 async def _search(svc: ConsoleService, params: Mapping[str, str]) -> Mapping[str, Any]:

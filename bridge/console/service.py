@@ -40,6 +40,7 @@ from bridge.console.entries import DeliveryReader, envelope_view, redrive_helps,
 from bridge.console.fleet import gateway_view, group_summaries, group_view, sink_views
 from bridge.console.history import HistoryItem, history
 from bridge.console.search import Searcher, SearchFilter, SearchPage
+from bridge.console.silence_views import silence_view
 from bridge.console.views import (
     EntryPage,
     EntryView,
@@ -48,7 +49,6 @@ from bridge.console.views import (
     MemoryPlanView,
     Overview,
     RetentionNote,
-    SilenceMatchers,
     SilenceView,
     SourceView,
     SummarySourceCounts,
@@ -65,7 +65,7 @@ from bridge.stores import footprint
 from bridge.stores.archive import STATS_BUCKET_S, Archive, Record, minute_of
 from bridge.stores.audit import AuditLog, AuditRecord
 from bridge.stores.search_index import SearchIndex
-from bridge.stores.silences import Silence, SilenceStore
+from bridge.stores.silences import SilenceStore
 from bridge.stores.trends import TrendStore
 from bridge.stores.undeliverable_records import Stored, UndeliverableStore, retryable
 
@@ -334,6 +334,10 @@ class ConsoleService:
         found = await SilenceStore(self._redis, self._clock).all()
         return [silence_view(s, now) for s in found if include_expired or now < s.ends_at]
 
+    async def silence(self, silence_id: str) -> SilenceView | None:
+        found = await SilenceStore(self._redis, self._clock).get(silence_id)
+        return silence_view(found, self._clock()) if found is not None else None
+
     async def audit(self, limit: int = 100) -> list[AuditRecord]:
         return await AuditLog(self._redis).recent(min(max(limit, 1), 1000))
 
@@ -359,15 +363,6 @@ def undeliverable_view(stored: Stored) -> UndeliverableView:
         source_key=_opt_str(r.get("source_key")), raw_digest=_opt_str(r.get("raw_digest")),
         group_key=_opt_str(r.get("group_key")), count=_opt_int(r.get("count")),
         retryable=retryable(r),
-    )
-
-
-def silence_view(silence: Silence, now: float) -> SilenceView:
-    return SilenceView(
-        id=silence.id,
-        matchers=SilenceMatchers(queue=silence.queue, job_name=silence.job_name, fingerprint=silence.fingerprint),
-        starts_at=silence.starts_at, ends_at=silence.ends_at, reason=silence.reason, author=silence.author,
-        webhooks=silence.webhooks, active=silence.active(now), expired_by=silence.expired_by,
     )
 
 

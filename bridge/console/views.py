@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.core.models import Severity, SummarySource
+from bridge.core.silence_match import MATCHERS_MAX, Matcher
 
 DeliveryState = Literal["delivered", "duplicate", "undeliverable", "pending", "grouped", "silenced", "unknown"]
 HealthState = Literal["ok", "degraded", "failing", "unknown"]
@@ -232,21 +233,35 @@ class UndeliverableView(View):
 
 
 class SilenceMatchers(View):
+    """0.2.0's matcher fields (kept for API clients): set when the silence says exactly that."""
+
     queue: str | None = Field(default=None, description="Glob on the route's queue (`payments*`).")
     job_name: str | None = Field(default=None, description="Exact job name.")
     fingerprint: str | None = Field(default=None, description="Exact fingerprint.")
 
 
+class SilenceComment(View):
+    author: str
+    at: float
+    text: str
+
+
 class SilenceView(View):
     id: str
     matchers: SilenceMatchers
+    label_matchers: list[Matcher] = Field(description="Every matcher (name, op, value); all must match.")
     starts_at: float
     ends_at: float
-    reason: str
-    author: str
+    reason: str = Field(description="The comment given when it was made (Alertmanager's `comment`).")
+    author: str = Field(description="Who made it (Alertmanager's `createdBy`).")
     webhooks: bool = Field(description="True: webhooks are silenced too (default: they still get the alert).")
     active: bool
+    state: Literal["pending", "active", "expired"]
     expired_by: str | None = None
+    updated_by: str | None = None
+    replaces: str | None = Field(default=None, description="The silence it replaced (its matchers were edited).")
+    replaced_by: str | None = Field(default=None, description="The silence that replaced it.")
+    comments: list[SilenceComment] = Field(default_factory=list)
 
 
 class ActionResult(View):
@@ -257,16 +272,18 @@ class ActionResult(View):
 
 
 class SilenceCreate(BaseModel):
-    """A new silence: at least one matcher; it ends at `ends_at` (epoch s) or after `duration_s`."""
+    """A new silence: `label_matchers` (or 0.2.0's fields); it ends at `ends_at` (epoch s) or after `duration_s`."""
 
     model_config = ConfigDict(extra="forbid")
 
+    label_matchers: list[Matcher] | None = Field(default=None, max_length=MATCHERS_MAX,
+                                                 description="Matchers, all of which must match.")
     queue: str | None = Field(default=None, max_length=512, description="Glob on the route's queue.")
     job_name: str | None = Field(default=None, max_length=512, description="Exact job name.")
     fingerprint: str | None = Field(default=None, max_length=128, description="Exact fingerprint.")
     ends_at: float | None = Field(default=None, description="When it ends (epoch seconds).")
     duration_s: float | None = Field(default=None, gt=0, le=366 * 24 * 3600, description="Or: how long it lasts.")
-    reason: str = Field(default="", max_length=1000)
+    reason: str = Field(default="", max_length=1000, description="Why (Alertmanager's `comment`).")
     author: str | None = Field(default=None, max_length=200, description="Who (else the X-Console-User header).")
     webhooks: bool = Field(default=False, description="True: silence webhook sinks too.")
 

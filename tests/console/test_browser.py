@@ -290,19 +290,43 @@ def _states(tab: Tab, reload: bool = False) -> dict[str, str]:
     return {str(r.get_attribute("data-sink")): str(r.get_attribute("data-state")) for r in rows}
 
 
-def test_a_silence_made_in_the_page_stops_the_next_matching_slack_card(bridge: Bridge, tab: Tab) -> None:
+def test_a_silence_previewed_and_made_in_the_page_stops_the_next_matching_slack_card(bridge: Bridge, tab: Tab) -> None:
+    earlier = bridge.push("maintenance-search", job_name="reindex")
+    bridge.push("maintenance-search", job_name="warm_cache")
+    bridge.wait_archived("maintenance-search", 2)
     tab.page.goto(f"{bridge.url}/console/silences")
     use_token(tab)
-    form = tab.page.locator("#silence-form")
-    form.locator("input[name=queue]").fill("maintenance*")
-    form.locator("input[name=job_name]").fill("reindex")
+    form = tab.page.locator("#silence-new")
+    first = form.locator(".matcher-row").nth(0)
+    first.locator("select[name=m-op]").select_option("=~")
+    first.locator("input[name=m-value]").fill("maintenance-.*")
+    form.locator("#matcher-add").click()
+    second = form.locator(".matcher-row").nth(1)
+    second.locator("select[name=m-name]").select_option("job_name")
+    second.locator("input[name=m-value]").fill("reindex")
     form.locator("input[name=reason]").fill("search cluster upgrade, expected failures")
+    form.locator("#silence-preview").click()
+    tab.page.wait_for_selector("#preview:not([hidden])")
+    assert tab.page.inner_text("#preview-summary").startswith("1 of ")
+    previewed = tab.page.locator("#preview-entries tbody tr")
+    assert previewed.count() == 1 and "reindex" in previewed.inner_text()
+    assert "slack-ops" in previewed.inner_text() and "incidents-api" not in previewed.inner_text()
+    assert earlier and "warm_cache" not in tab.page.inner_text("#preview")
     form.locator("button[type=submit]").click()
     assert "Silence created" in result_text(tab)
-    assert "maintenance*" in tab.page.inner_text("#silences tr.active")
+    row = tab.page.inner_text("#silences tr.active")
+    assert 'queue=~"maintenance-.*"' in row and 'job_name="reindex"' in row and "alice" in row
+    ends = float(tab.page.locator("#silences tr.active").get_attribute("data-ends") or 0)
+    tab.page.locator("#silences tr.active button.silence-extend").click()
+    tab.page.wait_for_selector("#action-result:has-text('Silence extended')", timeout=15000)
+    assert float(tab.page.locator("#silences tr.active").get_attribute("data-ends") or 0) == ends + 3600
+    tab.page.locator("#silences tr.active form.silence-comment input[name=text]").fill("upgrade runs late")
+    tab.page.locator("#silences tr.active form.silence-comment button").click()
+    tab.page.wait_for_selector("#action-result:has-text('Comment added')", timeout=15000)
+    assert "alice" in tab.page.inner_text("#silences tr.active .comments")
     silenced = bridge.push("maintenance-search", job_name="reindex")
     loud = bridge.push("maintenance-search", job_name="rebuild_cache")
-    bridge.wait_archived("maintenance-search", 2)
+    bridge.wait_archived("maintenance-search", 4)
     assert wait_for(lambda: sent_to(bridge.slack, loud) and sent_to(bridge.webhook, silenced), 20)
     time.sleep(1.0)  # a card would have left with (or right after) the other one
     assert sent_to(bridge.slack, silenced) == [], "the silence stops the Slack card"

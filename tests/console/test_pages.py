@@ -32,6 +32,7 @@ from bridge.console.views import (
     MemoryPlanView,
     Overview,
     RetentionNote,
+    SilenceComment,
     SilenceMatchers,
     SilenceView,
     SinkDelivery,
@@ -42,6 +43,7 @@ from bridge.console.views import (
     UndeliverableView,
 )
 from bridge.core.models import Severity, SummarySource
+from bridge.core.silence_match import Matcher
 from bridge.stores.audit import AuditRecord
 
 SCRIPT = "<script>alert(1)</script>"
@@ -152,7 +154,9 @@ class HostileService(ConsoleService):
 
     async def silences(self, include_expired: bool = False) -> list[SilenceView]:
         return [SilenceView(id=HOSTILE, matchers=SilenceMatchers(queue=HOSTILE, job_name=HOSTILE), starts_at=1.0,
-                            ends_at=2.0, reason=HOSTILE, author=HOSTILE, webhooks=False, active=True)]
+                            label_matchers=[Matcher(name="queue", op="=~", value=HOSTILE)], state="active",
+                            ends_at=2.0, reason=HOSTILE, author=HOSTILE, webhooks=False, active=True,
+                            comments=[SilenceComment(author=HOSTILE, at=1.0, text=HOSTILE)])]
 
     async def audit(self, limit: int = 100) -> list[AuditRecord]:
         return [AuditRecord(at=1.0, who=HOSTILE, action="redrive", target=HOSTILE, outcome="ok", detail=HOSTILE)]
@@ -196,13 +200,16 @@ async def test_every_page_escapes_hostile_text_and_links_only_to_itself(path: st
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "onerror=alert(1)&gt;" in html and '"><img' not in html
     scripts = re.findall(r"<script\b[^>]*>", html)
-    assert scripts == ['<script src="/console/static/console.js" defer>'], "one script, from our own static file"
+    assert scripts[0] == '<script src="/console/static/console.js" defer>', "console.js, from our own static file"
+    own = {'<script src="/console/static/silences.js" defer>'}  # the silences page's own, after it
+    assert set(scripts[1:]) <= own and len(scripts) <= 2, "only our own static scripts"
     for href in hrefs(html):
         assert href.startswith(("/console/", "/api/v1/export?")), f"a page links only to the console: {href}"
         assert "javascript:" not in href.lower() and '"' not in href and "<" not in href
 
 
-@pytest.mark.parametrize("path", [*PAGES, "/console/static/console.js", "/console/static/console.css"])
+@pytest.mark.parametrize("path", [*PAGES, "/console/static/console.js", "/console/static/console.css",
+                                  "/console/static/silences.js", "/console/static/silences.css"])
 async def test_every_console_response_carries_the_security_headers(path: str) -> None:
     async with client_for(HostileService()) as client:
         response = await client.get(path)

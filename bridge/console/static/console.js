@@ -59,7 +59,7 @@
     const response = await fetch(path, {
       method: method,
       headers: requestHeaders(),
-      body: JSON.stringify(body || {}),
+      body: method === "GET" ? undefined : JSON.stringify(body || {}),
       credentials: csrfToken() ? "same-origin" : "omit",
       cache: "no-store",
       redirect: "error",
@@ -422,6 +422,7 @@
     }
   }
 
+  window.dlqConsole = Object.freeze({ call: call, act: act, show: show, who: function () { return store.getItem(WHO) || ""; } });
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", setup);
   else setup();
 })();
