@@ -156,6 +156,7 @@ async def open_runtime(
                 memory=memory,
                 fleet=fleet,
                 search_index=SearchIndex(client),
+                trace_link=settings.tracing.trace_link,
             )
             yield Runtime(
                 settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline, delivery,

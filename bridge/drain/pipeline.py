@@ -111,6 +111,7 @@ class Pipeline:
         memory: RedisMemory | None = None,
         fleet: FleetFormat | None = None,
         search_index: SearchIndex | None = None,
+        trace_link: Callable[[str], str | None] = lambda _trace_id: None,
     ) -> None:
         self._sources = [source, *kinds]
         self._memory = memory
@@ -125,6 +126,7 @@ class Pipeline:
         self._metrics = metrics
         self._health = health
         self._runbook_url = runbook_url
+        self._trace_link = trace_link
         self._severity = severity or SeveritySettings()
         self._offloop: OffLoop | None = None
         self.search_index = search_index  # trimmed by the upkeep every minute, searched or not
@@ -348,7 +350,9 @@ class Pipeline:
         self._metrics.child(self._metrics.summaries, summary.source.value, summary.fallback_reason or "").inc()
         url = self._runbook_url(summary.runbook_hint) if summary.runbook_hint else None
         severity = self._severity.route(dead_letter.queue, summary.severity)
-        return Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url)
+        trace = dead_letter.trace
+        trace_url = self._trace_link(trace.trace_id) if trace is not None else None
+        return Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url, trace_url=trace_url)
 
     async def _hand_off(self, claimed: Claimed, alert: Alert, routed: list[str], *, quarantine: bool = False) -> bool:
         """Archive (or quarantine) the entry and queue its alert for every routed sink, in one step."""
