@@ -143,7 +143,9 @@ def _mount_console(app: FastAPI, settings: Settings) -> None:
     auth = Authenticator(settings.console.token, settings.console.auth)
     app.state.console_auth = auth
     app.include_router(build_api())
-    app.include_router(pages_router(lambda: _console_service(app), settings.runbooks.base_url, auth))
+    app.include_router(
+        pages_router(lambda: _console_service(app), settings.runbooks.base_url, auth, settings.tracing.trace_link)
+    )
 
     @app.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:
