@@ -20,11 +20,19 @@ from bridge.console.views import EntryView
 from bridge.core.models import Alert, GroupJob, Notification
 from bridge.sinks import alertmanager, cloudevents, pagerduty, slack, teams_card, trace_links, webhook
 from bridge.sinks.email import message
+from tests import test_trace_carriers as carriers_test
 from tests.console.test_pages import HostileService, hostile_entry
 from tests.support.receiver import make_alert
 
 TRACING = TracingSettings(trace_url="https://tempo.example/explore?traceId={trace_id}")
 T0 = 1_700_000_000.0
+HOSTILE_CARRIED = [
+    f"00-{'ab' * 16}-00f067aa0ba902b7-01" + "0" * 300,  # too long
+    f"ff-{'ab' * 16}-00f067aa0ba902b7-01",  # wrong version
+    f"00-{'ab' * 14}zzzz-00f067aa0ba902b7-01",  # non-hex
+    f"00-{'ab' * 16}-00f067aa0ba902b7-01\r\nX-Injected: yes",  # CR/LF
+    f"https://evil.example/?t=00-{'ab' * 16}",  # a URL
+]
 
 
 def trace_id(i: int) -> str:
@@ -195,3 +203,79 @@ def test_the_console_envelope_drops_a_stored_traceparent_that_breaks_the_rules()
     letter = make_alert(traceparent="https://evil.example/" + trace_id(0)).dead_letter
     view = envelope_view(letter)
     assert view.traceparent is None and view.trace_id is None
+
+
+def _release_0_2_0_models() -> Any:
+    """bridge/core/models.py of release 0.2.0 (commit 72a1f3f), loaded from git history."""
+    import subprocess
+    import sys
+    import types
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    shown = subprocess.run(
+        ["git", "show", "72a1f3f:bridge/core/models.py"], cwd=root, capture_output=True, text=True, check=False
+    )
+    if shown.returncode != 0:
+        pytest.skip("release 0.2.0 (commit 72a1f3f) is not in this checkout's history")
+    module = types.ModuleType("models_0_2_0")
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(shown.stdout, "models_0_2_0.py", "exec"), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+    return module
+
+
+def test_release_0_2_0_reads_an_alert_and_group_job_carrying_trace_context() -> None:
+    old = _release_0_2_0_models()
+    alert = traced(0)
+    read = old.Alert.model_validate_json(alert.model_dump_json())
+    assert read.dead_letter.job_id == "job-0" and read.runbook_url == alert.runbook_url
+    job = old.GroupJob.model_validate_json(GroupJob.of(alert, T0).model_dump_json())
+    assert job.job_id == "job-0"
+
+
+def test_an_alert_written_by_release_0_2_0_reads_without_trace_context() -> None:
+    old = _release_0_2_0_models()
+    written = old.Alert.model_validate_json(make_alert().model_dump_json(exclude={"trace_url"})).model_dump_json()
+    alert = Alert.model_validate_json(written)
+    assert alert.trace_url is None and alert.trace_link is None and webhook.render_body(alert)["trace_id"] is None
+
+
+def _every_sink_text(alert: Alert) -> str:
+    n = group(1).model_copy(update={"first": alert, "jobs": [GroupJob.of(alert, T0)], "kind": "digest", "count": 2})
+    event = cloudevents.alert_event(alert, webhook.render_body(alert), "s")
+    parts: list[Any] = [
+        webhook.render_body(alert),
+        webhook.render_group_body(n),
+        cloudevents.binary(event)[1],
+        slack.render_card(alert),
+        slack.render_group_card(n),
+        pagerduty.render_event(alert, "s"),
+        pagerduty.render_group_event(n, "s"),
+        teams_card.render_card(alert),
+        teams_card.render_group_card(n),
+        alertmanager.render_alert(alert),
+        alertmanager.render_group_alert(n),
+    ]
+    mails = [message.alert_message(alert, "b@x.example", ["o@x.example"]).as_string()]
+    mails.append(message.group_message(n, "b@x.example", ["o@x.example"]).as_string())
+    return json.dumps(parts, ensure_ascii=False) + "".join(mails)
+
+
+@pytest.mark.parametrize("kind", ["sidekiq", "celery", "bullmq", "rq", "dramatiq"])
+@pytest.mark.parametrize("hostile", HOSTILE_CARRIED)
+def test_a_hostile_traceparent_in_any_carrier_reaches_no_sink(kind: str, hostile: str) -> None:
+    letter = carriers_test._letter(carriers_test.CARRIERS[kind](hostile))
+    trace = letter.trace
+    alert = make_alert(job_id=letter.job_id).model_copy(
+        update={
+            "dead_letter": letter,
+            "trace_url": TRACING.trace_link(trace.trace_id) if trace else None,
+        }
+    )
+    text = _every_sink_text(alert)
+    for piece in ("evil.example", "X-Injected", "zzzz", "0" * 300, "ff-"):
+        assert piece not in text
+    assert "View trace" not in text
