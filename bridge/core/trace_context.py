@@ -83,11 +83,6 @@ class TraceLink:
         kept = url if shaped and url is not None and context.trace_id in url else None
         return cls(context.trace_id, kept)
 
-    @property
-    def text(self) -> str:
-        """`View trace` with a link, else `trace <id>`: what a card's link or line says."""
-        return "View trace" if self.url else f"trace {self.trace_id}"
-
 
 def parse_tracestate(value: object) -> str | None:
     """`value` as a `tracestate` when every member is well-formed (W3C), else None."""

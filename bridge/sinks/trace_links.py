@@ -60,8 +60,3 @@ def own_note(n: Notification) -> str | None:
     if n.first.trace_link is None:
         return None
     return f"the trace of job {n.first.dead_letter.job_id}, the group's first"
-
-
-def line(link: TraceLink) -> str:
-    """Plain text: `View trace: <url>` or `trace <id>`."""
-    return f"View trace: {link.url}" if link.url else link.text
