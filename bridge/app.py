@@ -144,7 +144,7 @@ def _mount_console(app: FastAPI, settings: Settings) -> None:
     app.state.console_auth = auth
     app.include_router(build_api())
     app.include_router(pages_router(lambda: _console_service(app), settings.runbooks.base_url, auth,
-                                   refresh_s=settings.console.refresh_s))
+                                   refresh_s=settings.console.refresh_s, trace_link=settings.tracing.trace_link))
 
     @app.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:

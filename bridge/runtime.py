@@ -159,6 +159,7 @@ async def open_runtime(
                 fleet=fleet,
                 search_index=SearchIndex(client),
                 trends=TrendCounter(TrendStore(client), time.time),
+                trace_link=settings.tracing.trace_link,
             )
             yield Runtime(
                 settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline, delivery,

@@ -99,7 +99,9 @@ async def run_async(
         summary = await runtime.summarizer.summarize(dead_letter)
         url = runbook_url_builder(settings, runtime.runbooks)(summary.runbook_hint)
         severity = settings.severity.route(dead_letter.queue, summary.severity)
-        alert = Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url)
+        trace = dead_letter.trace
+        trace_url = settings.tracing.trace_link(trace.trace_id) if trace is not None else None
+        alert = Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url, trace_url=trace_url)
         report(alert, render_sinks(runtime, alert), out, as_json=args.json)
     return EXIT_OK
 

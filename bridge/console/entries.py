@@ -68,7 +68,10 @@ async def undelivered_index(client: redis.Redis) -> dict[tuple[str, str, str], U
 
 
 def envelope_view(letter: DeadLetter) -> EnvelopeView:
-    return EnvelopeView.model_validate(letter.model_dump())
+    """The envelope as the console shows it; the trace context only when it is valid (checked again)."""
+    trace = letter.trace
+    fields = letter.model_dump() | {"traceparent": trace.traceparent if trace else None}
+    return EnvelopeView.model_validate(fields | {"trace_id": trace.trace_id if trace else None})
 
 
 def redrive_helps(envelope: EnvelopeView) -> bool:

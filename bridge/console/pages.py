@@ -70,14 +70,22 @@ def _static_files() -> dict[str, bytes]:
     return {name: (render.STATIC / name).read_bytes() for name in STATIC_TYPES}
 
 
+TraceLinker = Callable[[str], str | None] | None
+
+
+def _no_trace_link(_trace_id: str) -> str | None:
+    return None
+
+
 class Pages:
     """The page handlers; `service()` is None until the runtime has started."""
 
     def __init__(self, service: ServiceGetter, runbook_base_url: str | None, auth: Authenticator,
-                 refresh_s: float = 15.0) -> None:
+                 refresh_s: float = 15.0, trace_link: TraceLinker = None) -> None:
         self._service = service
         self._refresh_s = refresh_s
         self._base_url = runbook_base_url
+        self._trace_link = trace_link or _no_trace_link
         self._auth = auth
         self._env = render.build_environment()
         self._static = _static_files()
@@ -113,7 +121,8 @@ class Pages:
             return _html(self._env, "message.html", message, 503)
         if context is None:
             return _html(self._env, "message.html", {"title": "Not found", "message": "Nothing here (any more)."}, 404)
-        base = {"read_only": svc.read_only, "runbook_base_url": self._base_url, "page": name, "me": caller,
+        base = {"read_only": svc.read_only, "runbook_base_url": self._base_url, "trace_href": self._trace_link,
+                "page": name, "me": caller,
                 "may": {action: roles.may(caller.role, action) for action in roles.NEEDS},
                 "sign_in": self._auth.settings.oidc is not None, "refresh_s": self._refresh_s}
         return _html(self._env, f"{name}.html", {**base, **context})
@@ -156,9 +165,12 @@ class Pages:
 
 
 def pages_router(service: ServiceGetter, runbook_base_url: str | None,
-                 auth: Authenticator | None = None, refresh_s: float = 15.0) -> APIRouter:
-    """The `/console/` routes (GET only, and the sign-in ones; the actions are the JSON API's)."""
-    pages = Pages(service, runbook_base_url, auth or Authenticator(None, ConsoleAuthSettings()), refresh_s)
+                 auth: Authenticator | None = None, refresh_s: float = 15.0,
+                 trace_link: TraceLinker = None) -> APIRouter:
+    """The `/console/` routes (GET only, and the sign-in ones; the actions are the JSON API's).
+
+    `trace_link`: `[tracing] trace_url` applied to a validated trace id (entry pages link a job's trace)."""
+    pages = Pages(service, runbook_base_url, auth or Authenticator(None, ConsoleAuthSettings()), refresh_s, trace_link)
     router = APIRouter(prefix="/console", include_in_schema=False)
     if auth is not None and auth.settings.oidc is not None:  # authlib and joserfc load only for a sign-in
         from bridge.console.oidc import oidc_router
@@ -179,7 +191,8 @@ def pages_router(service: ServiceGetter, runbook_base_url: str | None,
 
 
 def _html(env: Any, template: str, context: Mapping[str, Any], status: int = 200) -> Response:
-    defaults: dict[str, Any] = {"read_only": True, "runbook_base_url": None, "page": "", "me": None, "may": {},
+    defaults: dict[str, Any] = {"read_only": True, "runbook_base_url": None, "trace_href": _no_trace_link,
+                                "page": "", "me": None, "may": {},
                                 "sign_in": False, "bare": template in BARE, "refresh_s": 0}
     body = env.get_template(template).render({**defaults, **context})
     return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)

@@ -178,6 +178,9 @@ class EnvelopeView(View):
     fingerprint: str = ""
     reported_queue: str | None = None
     source_kind: str | None = None
+    traceparent: str | None = None
+    tracestate: str | None = None
+    trace_id: str | None = Field(default=None, description="The job's trace id, from its validated `traceparent`.")
 
 
 class SinkDelivery(View):

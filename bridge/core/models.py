@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from bridge.core.trace_context import TraceContext
+from bridge.core.trace_context import TraceContext, TraceLink
 
 
 class Severity(StrEnum):
@@ -141,6 +141,12 @@ class Alert(BaseModel):
     severity: Severity
     runbook_url: str | None = None
     is_test: bool = False
+    trace_url: str | None = None  # `[tracing] trace_url` with the job's validated trace id (docs/tracing.md)
+
+    @property
+    def trace_link(self) -> TraceLink | None:
+        """The job's trace id and, with `[tracing] trace_url`, its link (checked against the id)."""
+        return TraceLink.of(self.dead_letter.trace, self.trace_url)
 
     @model_validator(mode="before")
     @classmethod
@@ -186,6 +192,13 @@ class GroupJob(BaseModel):
     added_at: float = 0.0
     source_key: str = ""  # the DLQ it came from: a cause group spans many (the console redrives each from its own)
     source_kind: str | None = None
+    traceparent: str | None = None  # the job's validated trace context and link, listed by digests
+    trace_url: str | None = None
+
+    @property
+    def trace_link(self) -> TraceLink | None:
+        context = TraceContext.parse(self.traceparent) if self.traceparent else None
+        return TraceLink.of(context, self.trace_url)
 
     @classmethod
     def of(cls, alert: Alert, added_at: float, error_chars: int = 500) -> GroupJob:
@@ -205,6 +218,8 @@ class GroupJob(BaseModel):
             added_at=added_at,
             source_key=dl.source_key,
             source_kind=dl.source_kind,
+            traceparent=dl.traceparent,
+            trace_url=alert.trace_url,
         )
 
 

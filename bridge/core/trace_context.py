@@ -66,6 +66,24 @@ class TraceContext:
         return cls(trace_id, parent, "01" if parts.get("Sampled") == "1" else "00")
 
 
+@dataclass(frozen=True)
+class TraceLink:
+    """A job's trace as sinks show it: its id, and the link to it when `[tracing] trace_url` is set."""
+
+    trace_id: str
+    url: str | None = None
+
+    @classmethod
+    def of(cls, context: TraceContext | None, url: str | None) -> TraceLink | None:
+        """The link of a valid context; a stored `url` is kept only when it is an http(s) URL
+        holding this trace id (`TracingSettings.trace_link` made it), else the id is shown as text."""
+        if context is None:
+            return None
+        shaped = url is not None and url.startswith(("https://", "http://")) and url.isprintable() and " " not in url
+        kept = url if shaped and url is not None and context.trace_id in url else None
+        return cls(context.trace_id, kept)
+
+
 def parse_tracestate(value: object) -> str | None:
     """`value` as a `tracestate` when every member is well-formed (W3C), else None."""
     text = _text(value)

@@ -113,20 +113,18 @@ class Pipeline:
         fleet: FleetFormat | None = None,
         search_index: SearchIndex | None = None,
         trends: TrendCounter | None = None,  # per queue and cause, for the console's charts
+        trace_link: Callable[[str], str | None] = lambda _trace_id: None,
     ) -> None:
         self._sources = [source, *kinds]
-        self._memory = memory
-        self._redis_target = redis_target  # masked, for the logs
+        self._memory, self._redis_target = memory, redis_target  # the target masked, for the logs
         self._source = source
         self._handoff, self._trends = handoff, trends
-        self._delivery = delivery
-        self._undeliverable = undeliverable
-        self._summarizer = summarizer
-        self._dispatcher = dispatcher
+        self._delivery, self._undeliverable = delivery, undeliverable
+        self._summarizer, self._dispatcher = summarizer, dispatcher
         self._settings = settings
         self._metrics = metrics
         self._health = health
-        self._runbook_url = runbook_url
+        self._runbook_url, self._trace_link = runbook_url, trace_link
         self._severity = severity or SeveritySettings()
         self._offloop: OffLoop | None = None
         self.search_index = search_index  # trimmed by the upkeep every minute, searched or not
@@ -350,7 +348,9 @@ class Pipeline:
         self._metrics.child(self._metrics.summaries, summary.source.value, summary.fallback_reason or "").inc()
         url = self._runbook_url(summary.runbook_hint) if summary.runbook_hint else None
         severity = self._severity.route(dead_letter.queue, summary.severity)
-        return Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url)
+        trace = dead_letter.trace
+        trace_url = self._trace_link(trace.trace_id) if trace is not None else None
+        return Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url, trace_url=trace_url)
 
     async def _hand_off(self, claimed: Claimed, alert: Alert, routed: list[str], *, quarantine: bool = False) -> bool:
         """Archive (or quarantine) the entry and queue its alert for every routed sink, in one step."""

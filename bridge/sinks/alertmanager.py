@@ -38,7 +38,7 @@ from bridge.config.secrets import OptionalSecret, secret_env, secret_file
 from bridge.config.section import check_http_url
 from bridge.core.models import Alert, Notification
 from bridge.core.resolves import Resolve, incident_key
-from bridge.sinks import cloudevents, digest
+from bridge.sinks import cloudevents, digest, trace_links
 from bridge.sinks.http_errors import check_response, post, snippet_of, transport_error
 from bridge.sinks.sink_plugin import SinkContext, SinkPlugin
 from bridge.sinks.sink_settings import SinkSettingsBase
@@ -133,6 +133,20 @@ def annotations_of(alert: Alert) -> dict[str, str]:
     }
     if alert.runbook_url:
         out["runbook_url"] = alert.runbook_url
+    trace = alert.trace_link
+    if trace is not None:
+        out["trace_id"] = trace.trace_id
+        if trace.url:
+            out["trace_url"] = trace.url
+    return out
+
+
+def _trace_annotations(n: Notification) -> dict[str, str]:
+    """Whose trace `trace_url` is, and each listed job's trace (bounded: bridge.sinks.trace_links)."""
+    note, listed = trace_links.own_note(n), trace_links.listed(n)
+    out = {"trace_of": note} if note else {}
+    if listed:
+        out["job_traces"] = _cut("\n".join(f"{job}: {t.url or t.trace_id}" for job, t in listed), DESCRIPTION_CHARS)
     return out
 
 
@@ -180,6 +194,7 @@ def render_group_alert(n: Notification) -> dict[str, Any]:
         "count": str(n.count),
         "idempotency_key": n.ledger_key,
         **{label.lower().replace(" ", "_"): _cut(value, DESCRIPTION_CHARS) for label, value in digest.facts(n)},
+        **_trace_annotations(n),
     }
     body["startsAt"] = digest.iso(n.first_seen)
     return body

@@ -9,6 +9,8 @@ The event's `data` is exactly the webhook's own body (`dlq.alert` / `dlq.alert_g
     time         when it happened: the job's `first_failed_at` (when it is a timestamp), a group's `last_seen`
     subject      the queue
     severity     the routed severity (an extension attribute, for routing on an event bus)
+    traceparent  the job's W3C trace context (the distributed-tracing extension; a group's: its first
+                 job's), with `tracestate` when kept; absent without trace context
 
 Structured mode (the default) sends the whole event as `application/cloudevents+json`; binary mode
 sends `data` as `application/json` with the attributes as `ce-*` headers (%-encoded as the HTTP
@@ -82,7 +84,15 @@ def alert_event(alert: Alert, data: dict[str, Any], source: str) -> Event:
     attributes = _attributes(
         alert.idempotency_key, source, ALERT_TYPE, occurred_at(dl.first_failed_at), dl.queue, alert.severity.value
     )
-    return Event(attributes, data)
+    return Event(attributes | _distributed_tracing(alert), data)
+
+
+def _distributed_tracing(alert: Alert) -> dict[str, str]:
+    """The distributed-tracing extension: the (first) job's validated `traceparent` and `tracestate`."""
+    context = alert.dead_letter.trace
+    if context is None:
+        return {}
+    return {"traceparent": context.traceparent} | ({"tracestate": context.tracestate} if context.tracestate else {})
 
 
 def group_event(n: Notification, data: dict[str, Any], source: str) -> Event:
@@ -91,7 +101,7 @@ def group_event(n: Notification, data: dict[str, Any], source: str) -> Event:
         return alert_event(n.first, data, source)
     time = digest.iso(n.last_seen)
     attributes = _attributes(n.ledger_key, source, GROUP_TYPE, time, n.first.dead_letter.queue, n.severity.value)
-    return Event(attributes, data)
+    return Event(attributes | _distributed_tracing(n.first), data)
 
 
 def _json(value: dict[str, Any]) -> bytes:

@@ -20,7 +20,7 @@ from bridge.config.secrets import RequiredSecret, secret_env, secret_file
 from bridge.config.section import check_http_url
 from bridge.core.models import Alert, Notification
 from bridge.core.resolves import INCIDENT_KEY_CHARS, Resolve, incident_key
-from bridge.sinks import digest
+from bridge.sinks import digest, trace_links
 from bridge.sinks.http_errors import post
 from bridge.sinks.sink_plugin import Pace, SinkContext, SinkPlugin
 from bridge.sinks.sink_settings import GroupBy, SinkSettingsBase
@@ -70,6 +70,7 @@ def custom_details(alert: Alert) -> dict[str, Any]:
         "summary_source": summary.source.value,
         "fallback_reason": summary.fallback_reason,
         "assessed_severity": summary.severity.value,
+        **{name: value for name, value in trace_links.fields(alert).items() if name != "traceparent"},
     }
 
 
@@ -89,9 +90,27 @@ def render_event(alert: Alert, source: str) -> dict[str, Any]:
             "custom_details": custom_details(alert),
         },
     }
-    if alert.runbook_url:
-        event["links"] = [{"href": alert.runbook_url, "text": "Runbook"}]
+    links = [{"href": alert.runbook_url, "text": "Runbook"}] if alert.runbook_url else []
+    trace = alert.trace_link
+    if trace is not None and trace.url:
+        links.append({"href": trace.url, "text": "View trace"})
+    if links:
+        event["links"] = links
     return event
+
+
+def _group_links(n: Notification, event: dict[str, Any]) -> list[dict[str, str]]:
+    """The first job's links (its trace named as the group's first job's), then each listed job's trace."""
+    links: list[dict[str, str]] = list(event.get("links", []))
+    note = trace_links.own_note(n)
+    for link in links:
+        if link["text"] == "View trace" and note:
+            link["text"] = f"View trace ({note})"
+    first_id = n.first.dead_letter.job_id
+    for job_id, trace in trace_links.listed(n):
+        if trace.url and job_id != first_id:
+            links.append({"href": trace.url, "text": _cut(f"Trace of job {job_id}", 200) or ""})
+    return links
 
 
 def _error_class(error: str | None) -> str | None:
@@ -143,6 +162,8 @@ def group_details(n: Notification) -> dict[str, Any]:
         "last_seen": digest.iso(n.last_seen),
         "previous_notification_at": digest.iso(n.previous_at),
         "first_job": custom_details(n.first),
+        "trace_of": trace_links.own_note(n),
+        "traces": {_cut(job_id, 200): trace.url or trace.trace_id for job_id, trace in trace_links.listed(n)},
     }
 
 
@@ -159,6 +180,9 @@ def render_group_event(n: Notification, source: str) -> dict[str, Any]:
     payload["summary"] = group_summary(n)
     payload["severity"] = n.severity.value
     payload["custom_details"] = group_details(n)
+    links = _group_links(n, event)
+    if links:
+        event["links"] = links
     if n.by_cause:  # any queue's job can come first: name the cause, not its job
         cause = digest.cause(n)
         payload["component"] = _cut(cause.dependency or cause.label, 255)

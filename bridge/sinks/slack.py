@@ -17,7 +17,8 @@ import httpx
 from pydantic import Field, SecretStr
 
 from bridge.core.models import Alert, Notification, Severity
-from bridge.sinks import digest
+from bridge.core.trace_context import TraceLink
+from bridge.sinks import digest, trace_links
 from bridge.sinks.http_errors import post
 from bridge.sinks.sink_plugin import Pace, SinkContext, SinkPlugin
 from bridge.sinks.sink_settings import ChatWebhookSettings
@@ -105,6 +106,30 @@ def runbook_text(alert: Alert) -> str:
     return "*Runbook*\nno runbook matched"
 
 
+def _trace_ref(link: TraceLink) -> str:
+    if link.url:
+        return f"<{escape(link.url).replace('|', '%7C')}|View trace>"
+    return f"`{link.trace_id}`"
+
+
+def trace_text(alert: Alert) -> str | None:
+    """`*Trace*` with a "View trace" link (`[tracing] trace_url`), else the trace id as text."""
+    link = alert.trace_link
+    return None if link is None else f"*Trace*\n{_trace_ref(link)}"
+
+
+def group_trace_text(n: Notification) -> str | None:
+    """The group's own trace (whose it is) and each listed job's, bounded (bridge.sinks.trace_links)."""
+    own, listed = n.first.trace_link, trace_links.listed(n)
+    if own is None and not listed:
+        return None
+    lines = [f"*Trace* ({esc(trace_links.own_note(n) or '', 300)})\n{_trace_ref(own)}"] if own else []
+    jobs = [f"`{esc(job_id, 100).replace('`', 'ˋ')}` {_trace_ref(link)}" for job_id, link in listed]
+    if jobs:
+        lines.append(f"*Job traces* ({len(jobs)} listed)\n" + " · ".join(jobs))
+    return "\n".join(lines)
+
+
 def source_text(alert: Alert) -> str:
     return f"{esc(digest.summary_source(alert), 200)} · dlq-bridge · key `{esc(alert.idempotency_key, 500)}`"
 
@@ -123,6 +148,9 @@ def body_blocks(alert: Alert) -> list[dict[str, Any]]:
     if dl.payload_excerpt:
         blocks.append(_section(f"*Payload excerpt*\n{_code(dl.payload_excerpt, EXCERPT_CHARS)}"))
     blocks.append(_section(runbook_text(alert)))
+    trace = trace_text(alert)
+    if trace:
+        blocks.append(_section(trace))
     blocks.append({"type": "context", "elements": [_mrkdwn(source_text(alert))]})
     return blocks
 
@@ -217,6 +245,9 @@ def group_blocks(n: Notification) -> list[dict[str, Any]]:
         blocks.append(_section(f"*Last error* (first job)\n{error}"))
     blocks.append(_section(samples_text(n)))
     blocks.append(_section(runbook_text(alert)))
+    trace = group_trace_text(n)
+    if trace:
+        blocks.append(_section(clip(trace, TEXT_CHARS)))
     context = f"{digest.title(n)} · {esc(digest.group_label(n), 300)} · {source_text(alert)}"
     blocks.append({"type": "context", "elements": [_mrkdwn(context)]})
     return blocks

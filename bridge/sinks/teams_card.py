@@ -23,7 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge.core.models import Alert, Notification, Severity
-from bridge.sinks import digest
+from bridge.core.trace_context import TraceLink
+from bridge.sinks import digest, trace_links
 
 VERSION = "1.4"
 CARD_TYPE = "application/vnd.microsoft.card.adaptive"
@@ -104,6 +105,28 @@ def runbook_blocks(alert: Alert) -> list[dict[str, Any]]:
     return [heading("Runbook"), rich(run(plain(hint, 64) if hint else "no runbook matched"))]
 
 
+def trace_blocks(alert: Alert, scale: float) -> list[dict[str, Any]]:
+    """The trace id as text when there is no link (with `[tracing] trace_url` it is the "View trace" button)."""
+    trace = alert.trace_link
+    return [fact("Trace", trace.trace_id, scale)] if trace is not None and not trace.url else []
+
+
+def group_trace_blocks(n: Notification, scale: float) -> list[dict[str, Any]]:
+    """Whose trace the card's own is, then each listed job's trace (bounded: bridge.sinks.trace_links)."""
+    note, listed = trace_links.own_note(n), trace_links.listed(n)
+    blocks = [fact("Trace", note, scale)] if note else []
+    if listed and scale >= 0.25:
+        blocks.append(heading(f"Job traces ({len(listed)} listed)"))
+        blocks += [rich(_trace_run(job_id, link), spacing="none") for job_id, link in listed]
+    return blocks
+
+
+def _trace_run(job_id: str, link: TraceLink) -> dict[str, Any]:
+    if link.url:
+        return run(plain(f"{job_id}: View trace", 200), selectAction={"type": "Action.OpenUrl", "url": link.url})
+    return run(plain(f"{job_id}: trace {link.trace_id}", 200), fontType="monospace")
+
+
 def footer(text: str) -> dict[str, Any]:
     return rich(run(plain(text, 800), isSubtle=True, size="small"), separator=True, spacing="medium")
 
@@ -116,9 +139,15 @@ def card(body: list[dict[str, Any]], alert: Alert, fallback: str) -> dict[str, A
         "fallbackText": plain(fallback, 300),
         "body": body,
     }
+    actions = []
     if alert.runbook_url:
         title = plain(alert.summary.runbook_hint or "open runbook", 64)
-        content["actions"] = [{"type": "Action.OpenUrl", "title": f"Runbook: {title}", "url": alert.runbook_url}]
+        actions.append({"type": "Action.OpenUrl", "title": f"Runbook: {title}", "url": alert.runbook_url})
+    trace = alert.trace_link
+    if trace is not None and trace.url:
+        actions.append({"type": "Action.OpenUrl", "title": "View trace", "url": trace.url})
+    if actions:
+        content["actions"] = actions
     return {"type": "message", "attachments": [{"contentType": CARD_TYPE, "contentUrl": None, "content": content}]}
 
 
@@ -139,7 +168,7 @@ def alert_body(alert: Alert, scale: float) -> list[dict[str, Any]]:
         body += [heading("Unparseable entry"), rich(run(plain(dl.parse_error, 500)))]
     if dl.payload_excerpt and int(EXCERPT_CHARS * scale) > 0:
         body += [heading("Payload excerpt"), monospace(dl.payload_excerpt, int(EXCERPT_CHARS * scale))]
-    return [*body, *runbook_blocks(alert), footer(source_text(alert))]
+    return [*body, *trace_blocks(alert, scale), *runbook_blocks(alert), footer(source_text(alert))]
 
 
 def fallback_text(alert: Alert) -> str:
@@ -170,7 +199,7 @@ def group_body(n: Notification, scale: float) -> list[dict[str, Any]]:
                  *[rich(run(plain(f"{j.queue}/{j.job_id}", 200), fontType="monospace"), spacing="none")
                    for j in shown]]
     tail = f"{digest.title(n)} · {digest.group_label(n)} · {source_text(alert)}"
-    return [*body, *runbook_blocks(alert), footer(tail)]
+    return [*body, *group_trace_blocks(n, scale), *trace_blocks(alert, scale), *runbook_blocks(alert), footer(tail)]
 
 
 def size(message: dict[str, Any]) -> int:

@@ -23,7 +23,7 @@ from pydantic import Field, model_validator
 from bridge.config.secrets import RequiredSecret, RequiredSecretText, secret_env, secret_file
 from bridge.config.section import check_http_url
 from bridge.core.models import Alert, Notification, Summary
-from bridge.sinks import cloudevents, digest
+from bridge.sinks import cloudevents, digest, trace_links
 from bridge.sinks.http_errors import post
 from bridge.sinks.signing import header_key, message_id, sign_headers
 from bridge.sinks.sink_plugin import SinkContext, SinkPlugin
@@ -65,6 +65,7 @@ def render_body(alert: Alert) -> dict[str, Any]:
         "summary_source": summary.source.value,
         "fallback_reason": summary.fallback_reason,
         "runbook_url": alert.runbook_url,
+        **trace_links.fields(alert),
     }
 
 
@@ -122,8 +123,9 @@ def render_group_body(n: Notification) -> dict[str, Any]:
         "summary_source": summary.source.value,
         "fallback_reason": summary.fallback_reason,
         "runbook_url": first.runbook_url,
+        **trace_links.group_fields(n),
         "first": render_body(first),
-        "jobs": [job.model_dump(mode="json") for job in n.jobs],
+        "jobs": [{**job.model_dump(mode="json"), **trace_links.job_fields(job)} for job in n.jobs],
     }
 
 

@@ -16,6 +16,7 @@ from typing import Any, cast
 import redis.asyncio as aioredis
 
 from bridge.core.resolves import Reason
+from bridge.sources import trace_carriers
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.leaving import older_job_present
 from bridge.sources.mapping import Mapped, iso_from_epoch, split_error, text, to_int, to_raw
@@ -45,6 +46,7 @@ def map_job(queue: str, job_id: str, fields: dict[bytes, bytes]) -> Mapped:
     get = {k.decode("utf-8", "replace"): v for k, v in fields.items()}.get
     error_class, _ = split_error(_last_stack(get("stacktrace")))
     attempts = to_int(get("atm"))
+    traceparent, tracestate = trace_carriers.bullmq(get("opts"), get("tm"))
     return Mapped(
         queue=queue,
         job_id=job_id,
@@ -54,6 +56,8 @@ def map_job(queue: str, job_id: str, fields: dict[bytes, bytes]) -> Mapped:
         error_message=text(get("failedReason")),
         first_failed_at=iso_from_epoch(text(get("finishedOn"))),
         payload=_json_or_text(get("data")),
+        traceparent=traceparent,
+        tracestate=tracestate,
     )
 
 

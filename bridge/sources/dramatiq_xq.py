@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 
 from bridge.core.names import as_bytes
 from bridge.core.resolves import Reason
+from bridge.sources import trace_carriers
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.mapping import Mapped, iso_from_epoch, split_error, to_int, to_raw
 from bridge.sources.watched import StoreCap, WatchedSet, WatchedSource
@@ -66,6 +67,7 @@ def map_message(queue: str, redis_id: str, body: bytes | None, died_ms: str) -> 
     options = options if isinstance(options, dict) else {}
     error_class, error_message = traceback_error(options.get("traceback"))
     actor = message.get("actor_name")
+    traceparent, tracestate = trace_carriers.dramatiq(options)
     return Mapped(
         queue=queue,
         job_id=message_id if isinstance(message_id, str) and message_id else redis_id,
@@ -75,6 +77,8 @@ def map_message(queue: str, redis_id: str, body: bytes | None, died_ms: str) -> 
         error_message=error_message,
         first_failed_at=iso_from_epoch(died_ms),  # Dramatiq keeps the time of death only
         payload=_payload(message, body),
+        traceparent=traceparent,
+        tracestate=tracestate,
     )
 
 

@@ -20,6 +20,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from bridge.sources import trace_carriers
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.mapping import Mapped, to_int, to_raw
 
@@ -59,6 +60,7 @@ def death_facts(headers: dict[str, Any], dlq: str) -> tuple[str, int | None, str
 def map_celery(headers: dict[str, Any], body: bytes, dlq: str, message_id: str) -> Mapped:
     queue, count, reason, died_at = death_facts(headers, dlq)
     retries = to_int(headers.get("retries")) or 0
+    traceparent, tracestate = trace_carriers.celery_headers(headers)
     return Mapped(
         queue=queue,
         job_id=_str(headers.get("id")) or message_id,
@@ -68,6 +70,8 @@ def map_celery(headers: dict[str, Any], body: bytes, dlq: str, message_id: str) 
         error_message=f"message {reason} in queue {queue} and dead-lettered to {dlq}",
         first_failed_at=died_at,
         payload=_body(body),
+        traceparent=traceparent,
+        tracestate=tracestate,
     )
 
 

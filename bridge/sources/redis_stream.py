@@ -16,6 +16,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from bridge.sources import trace_carriers
 from bridge.sources.kinds import KindRecord, Receipt
 
 KIND = "redis_stream"
@@ -33,7 +34,12 @@ def entry_raw(entry_id: str, fields: dict[bytes, bytes]) -> bytes:
         loaded = json.loads(payload)
     except (ValueError, RecursionError):
         return payload  # not JSON: normalize turns it into an unparseable dead letter
-    return _with_id(loaded, entry_id) if isinstance(loaded, dict) else payload
+    return _with_id(_with_trace(loaded, fields), entry_id) if isinstance(loaded, dict) else payload
+
+
+def _with_trace(obj: dict[str, Any], fields: dict[bytes, bytes]) -> dict[str, Any]:
+    """A `traceparent` stream field beside `payload` wins over one inside the payload."""
+    return {**obj, **trace_carriers.as_fields(trace_carriers.stream_fields(fields))}
 
 
 def _with_id(obj: dict[str, Any], entry_id: str) -> bytes:

@@ -2,8 +2,10 @@
 
 Watched, never changed: rq-dashboard or `rq requeue` is where operators retry
 (docs/design.md, section 2b). Only safe fields are read, by name (HMGET): `description`,
-`origin`, `ended_at`, `number_of_retries`. The job's `data` and `meta` are pickles and are never
-read, let alone unpickled. RQ 2–3 keep the exception in the results stream `rq:results:<id>`
+`origin`, `ended_at`, `number_of_retries`, `meta`. The job's `data` is a pickle and is never read,
+let alone unpickled; `meta` is read only for its trace context and only when it is JSON (RQ's
+JSONSerializer): a pickled `meta` (the default serializer) is never decoded.
+RQ 2–3 keep the exception in the results stream `rq:results:<id>`
 (entries of type 2 = failed, `exc_string` zlib-compressed and base64-encoded); older RQ keeps
 `exc_info` in the job hash.
 """
@@ -20,6 +22,7 @@ from typing import cast
 import redis.asyncio as aioredis
 
 from bridge.core.resolves import Reason
+from bridge.sources import trace_carriers
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.mapping import Mapped, iso_from_epoch, split_error, text, to_int, to_raw
 from bridge.sources.watched import WatchedSet, WatchedSource
@@ -29,7 +32,7 @@ KIND = "rq"
 EXPIRY_MARGIN_S = 60.0  # an entry this close to its expiry may have been cleaned up
 FAILED = b"2"
 MAX_EXC_BYTES = 64 * 1024
-_FIELDS = ("description", "origin", "ended_at", "number_of_retries", "exc_info")
+_FIELDS = ("description", "origin", "ended_at", "number_of_retries", "exc_info", "meta")
 
 
 # RQ's own keys: read, never written.
@@ -80,6 +83,7 @@ def map_job(queue: str, job_id: str, fields: dict[str, bytes | None], failures: 
     retries = to_int(fields.get("number_of_retries"))
     first_end = text(failures[0].get(b"execution_ended_at")) if failures else None
     description = text(fields.get("description"))
+    traceparent, tracestate = trace_carriers.rq_meta(fields.get("meta"))
     return Mapped(
         queue=text(fields.get("origin")) or queue,
         job_id=job_id,
@@ -89,6 +93,8 @@ def map_job(queue: str, job_id: str, fields: dict[str, bytes | None], failures: 
         error_message=message,
         first_failed_at=iso_from_epoch(first_end) or text(fields.get("ended_at")),
         payload=description,
+        traceparent=traceparent,
+        tracestate=tracestate,
     )
 
 

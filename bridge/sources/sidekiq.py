@@ -16,6 +16,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bridge.core.resolves import Reason
+from bridge.sources import trace_carriers
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.leaving import older_job_present
 from bridge.sources.mapping import Mapped, iso_from_epoch, text, to_int, to_raw
@@ -44,6 +45,7 @@ def parse_member(member: bytes) -> dict[str, Any] | None:
 def map_job(job: dict[str, Any]) -> Mapped:
     """One Sidekiq job hash (as JSON) → the envelope fields."""
     retry_count = to_int(job.get("retry_count"))
+    traceparent, tracestate = trace_carriers.sidekiq(job)
     return Mapped(
         queue=text(job.get("queue")) or "default",
         job_id=str(job.get("jid") or ""),
@@ -53,6 +55,8 @@ def map_job(job: dict[str, Any]) -> Mapped:
         error_message=text(job.get("error_message")),
         first_failed_at=iso_from_epoch(job.get("failed_at")),
         payload=job.get("args"),
+        traceparent=traceparent,
+        tracestate=tracestate,
     )
 
 

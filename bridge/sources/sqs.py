@@ -19,6 +19,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from bridge.sources import trace_carriers
 from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.mapping import iso_from_epoch
 
@@ -49,6 +50,7 @@ def message_raw(message: dict[str, Any]) -> tuple[bytes, str]:
     obj = dict(loaded)
     if job_id is None:
         obj["job_id"] = job_id = message_id
+    obj.update(trace_carriers.as_fields(trace_carriers.sqs(message, loaded)))
     attributes = message.get("Attributes", {})
     if not any(obj.get(name) for name in _FAILED_AT_FIELDS):
         first = iso_from_epoch(attributes.get("ApproximateFirstReceiveTimestamp"))

@@ -288,7 +288,8 @@ def produce_celery(names: CeleryNames, count: int) -> list[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait_for(lambda: dlq_count(names) >= count, 180, "Celery's dead-letter queue")  # a cold worker on a loaded machine
+        # 180 s: a cold worker on a loaded machine
+        _wait_for(lambda: dlq_count(names) >= count, 180, "Celery's dead-letter queue")
     finally:
         # Every task has been rejected into the DLQ (or the wait failed): nothing is left for the
         # worker to finish, and its warm (or cold) shutdown waits ~10 s on the broker connection.

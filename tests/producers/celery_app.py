@@ -42,3 +42,12 @@ class StockMissing(Exception):
 @app.task(name="shop.reserve_stock")
 def reserve_stock(order_id: int) -> None:
     raise StockMissing(f"no stock for order {order_id}")
+
+
+if os.environ.get("DLQ_TEST_OTEL") == "1":  # traced by the real instrumentation (tests/kinds/test_trace_real.py)
+    from opentelemetry import trace
+    from opentelemetry.instrumentation.celery import CeleryInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+
+    trace.set_tracer_provider(TracerProvider())
+    CeleryInstrumentor().instrument()

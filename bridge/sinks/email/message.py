@@ -18,7 +18,8 @@ from email.message import EmailMessage
 import jinja2
 
 from bridge.core.models import Alert, Notification
-from bridge.sinks import digest
+from bridge.core.trace_context import TraceLink
+from bridge.sinks import digest, trace_links
 from bridge.sinks.signing import header_key, message_id
 
 SUBJECT_CHARS = 200
@@ -49,6 +50,10 @@ HTML = _ENV.from_string("""\
 {% if error %}<h3>Last error</h3><pre>{{ error }}</pre>{% endif %}
 {% if excerpt %}<h3>Payload excerpt</h3><pre>{{ excerpt }}</pre>{% endif %}
 {% if samples %}<h3>Sample jobs</h3><ul>{% for s in samples %}<li><code>{{ s }}</code></li>{% endfor %}</ul>{% endif %}
+{% if traces %}<h3>Trace</h3><ul>{% for label, trace_id, url in traces %}
+<li>{% if label %}{{ label }}: {% endif %}{% if url %}<a href="{{ url }}">View trace</a>{% else %}\
+trace <code>{{ trace_id }}</code>{% endif %}</li>
+{% endfor %}</ul>{% endif %}
 <h3>Runbook</h3>
 {% if runbook_url %}<p><a href="{{ runbook_url }}">{{ hint or "open runbook" }}</a></p>
 {% elif hint %}<p><code>{{ hint }}</code></p>{% else %}<p>no runbook matched</p>{% endif %}
@@ -85,6 +90,11 @@ Payload excerpt:
 {% if samples %}
 Sample jobs:
 {% for s in samples %}  {{ s }}
+{% endfor %}{% endif %}
+{% if traces %}
+Trace:
+{% for label, trace_id, url in traces %}  {% if label %}{{ label }}: {% endif %}\
+{{ "View trace: " ~ url if url else "trace " ~ trace_id }}
 {% endfor %}{% endif %}
 
 Runbook: {{ runbook_url or hint or "no runbook matched" }}
@@ -147,9 +157,15 @@ def _alert_context(alert: Alert) -> dict[str, object]:
         "excerpt": _cut(dl.payload_excerpt, EXCERPT_CHARS),
         "samples": [],
         "runbook_url": alert.runbook_url or "",
+        "traces": _traces([("", alert.trace_link)]),
         "hint": summary.runbook_hint,
         "footer": f"{digest.summary_source(alert)} · dlq-bridge · key {alert.idempotency_key}",
     }
+
+
+def _traces(links: list[tuple[str, TraceLink | None]]) -> list[tuple[str, str, str]]:
+    """(label, trace id, link or "") of each job trace shown (bridge.sinks.trace_links)."""
+    return [(one_line(label, 300), link.trace_id, link.url or "") for label, link in links if link is not None]
 
 
 def _group_context(n: Notification) -> dict[str, object]:
@@ -170,6 +186,9 @@ def _group_context(n: Notification) -> dict[str, object]:
         ],
         "excerpt": "",
         "samples": [f"{j.queue}/{j.job_id}" for j in n.jobs[:SAMPLES]],
+        "traces": _traces(
+            [(trace_links.own_note(n) or "", n.first.trace_link), *((f"job {j}", t) for j, t in trace_links.listed(n))]
+        ),
         "footer": f"{digest.title(n)} · {digest.group_label(n)} · {context['footer']}",
     }
     return context
