@@ -141,6 +141,9 @@ class Alert(BaseModel):
     severity: Severity
     runbook_url: str | None = None
     is_test: bool = False
+    bridge_trace: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The `traceparent` of the bridge's own span for this dead letter (tracing on): a delivery on any
+    replica continues that trace (docs/tracing.md). Left out of the record when None."""
 
     @model_validator(mode="before")
     @classmethod
