@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 
 from bridge.config.tracing import TracingSettings
 from bridge.core.errors import ConfigError
@@ -13,12 +13,11 @@ INSTALL_HINT = "pip install 'dlq-bridge[tracing]'"
 
 
 def tracing_extra_missing() -> str | None:
-    """Which module of the `tracing` extra is missing, else None."""
+    """Which module of the `tracing` extra cannot be imported, else None (asked only with an endpoint set)."""
     for module in EXTRA_MODULES:
         try:
-            if importlib.util.find_spec(module) is None:
-                return module
-        except ModuleNotFoundError:
+            importlib.import_module(module)
+        except ImportError:
             return module
     return None
 

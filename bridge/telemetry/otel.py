@@ -83,7 +83,7 @@ class OtelTelemetry:
         self._timeout_s = settings.export_timeout_s
         resource = Resource.create({"service.name": settings.service_name, "service.version": release})
         sampler = ParentBased(TraceIdRatioBased(settings.sample_ratio))
-        self.provider = TracerProvider(resource=resource, sampler=sampler)
+        self.provider = TracerProvider(resource=resource, sampler=sampler, shutdown_on_exit=False)  # see shutdown()
         exporter = exporter or OTLPSpanExporter(endpoint=settings.otlp_endpoint, timeout=settings.export_timeout_s)
         self.provider.add_span_processor(
             BatchSpanProcessor(
