@@ -198,4 +198,5 @@ async def open_runtime(
             await kinds.close()
             await http.aclose()
             await client.aclose()
-            await asyncio.to_thread(telemetry.shutdown)  # bounded by the export timeout
+            if telemetry.enabled:  # flushes what is queued, bounded by the export timeout
+                await asyncio.to_thread(telemetry.shutdown)
