@@ -92,8 +92,15 @@ def serve_receiver(port: int) -> None:
 
 def one_drain(tree: Path, url: str, peers: PeersProcess, tracing: str, n: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run([sys.executable, "-c", CHILD, url, peers.url, tracing, str(n)], cwd=tree, env=env,
-                         capture_output=True, text=True, timeout=900, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, url, peers.url, tracing, str(n)],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=True,
+    )
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -158,8 +165,10 @@ def report(results: dict[str, list[dict[str, float]]], spans: dict[str, list[int
     for name, runs in results.items():
         rate = statistics.median(n / r["seconds"] for r in runs)
         shown = ", ".join(f"{r['cpu'] / n * 1000:.3f}" for r in runs)
-        print(f"{name:<14} {per_entry[name]:>12.3f} {per_entry[name] / base:>8.3f} {rate:>10.0f} "
-              f"{statistics.median(spans[name]) / n:>12.2f}  {shown}")
+        print(
+            f"{name:<14} {per_entry[name]:>12.3f} {per_entry[name] / base:>8.3f} {rate:>10.0f} "
+            f"{statistics.median(spans[name]) / n:>12.2f}  {shown}"
+        )
 
 
 if __name__ == "__main__":

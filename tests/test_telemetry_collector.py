@@ -51,8 +51,16 @@ def test_a_collector_down_or_hanging_never_delays_alerting(
     hook = Receiver()
     with ThreadedServer(hook.app) as receiver:
         port = free_port()
-        cfg = config(tmp_path, redis_url, port=port, consumer="t-c", endpoint=endpoint, gateway=None,
-                     hook=receiver.url, tracing={"export_timeout_s": EXPORT_TIMEOUT_S})
+        cfg = config(
+            tmp_path,
+            redis_url,
+            port=port,
+            consumer="t-c",
+            endpoint=endpoint,
+            gateway=None,
+            hook=receiver.url,
+            tracing={"export_timeout_s": EXPORT_TIMEOUT_S},
+        )
         bridge = Bridge(cfg, port)
         try:
             first = push_and_time(clean_redis, hook, 0, 10)
@@ -83,10 +91,15 @@ runpy.run_module("bridge", run_name="__main__")
 """
 
 
-def run_counting_modules(cfg: Path, port: int, modules: Path, env: dict[str, str], client: redis.Redis,
-                         hook: Receiver, job_id: str) -> list[str]:
-    proc = subprocess.Popen([sys.executable, "-c", MODULES_AT_EXIT, str(modules), str(cfg)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def run_counting_modules(
+    cfg: Path, port: int, modules: Path, env: dict[str, str], client: redis.Redis, hook: Receiver, job_id: str
+) -> list[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", MODULES_AT_EXIT, str(modules), str(cfg)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_healthz(port, proc)
         client.lpush(SOURCE, envelope_entry(job_id=job_id))
@@ -106,15 +119,28 @@ def test_with_tracing_off_no_span_is_made_and_the_sdk_is_never_imported(
     hook = Receiver()
     with OtlpReceiver() as otlp, ThreadedServer(hook.app) as receiver:
         # the SDK's own variables point at a receiver: the bridge reads only [tracing]
-        env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint.removesuffix("/v1/traces"),
-               "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": otlp.endpoint, "OTEL_TRACES_EXPORTER": "otlp",
-               "OTEL_BSP_SCHEDULE_DELAY": "100"}
+        env = {
+            **os.environ,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint.removesuffix("/v1/traces"),
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": otlp.endpoint,
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
         port = free_port()
-        off = config(tmp_path, redis_url, port=port, consumer="t-off", endpoint=None, gateway=None,
-                     hook=receiver.url, name="off")
+        off = config(
+            tmp_path, redis_url, port=port, consumer="t-off", endpoint=None, gateway=None, hook=receiver.url, name="off"
+        )
         imported_off = run_counting_modules(off, port, tmp_path / "off.txt", env, clean_redis, hook, "off-1")
-        on = config(tmp_path, redis_url, port=port, consumer="t-on", endpoint=otlp.endpoint, gateway=None,
-                    hook=receiver.url, name="on")
+        on = config(
+            tmp_path,
+            redis_url,
+            port=port,
+            consumer="t-on",
+            endpoint=otlp.endpoint,
+            gateway=None,
+            hook=receiver.url,
+            name="on",
+        )
         spans_before_on = len(otlp.spans)
         imported_on = run_counting_modules(on, port, tmp_path / "on.txt", env, clean_redis, hook, "on-1")
         assert wait_for(lambda: otlp.starting("process "), 10)

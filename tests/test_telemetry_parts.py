@@ -30,8 +30,14 @@ BRIDGE_TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 def alert(**extra: Any) -> Alert:
     letter = DeadLetter(source_key="dead_letter:orders", queue="orders", job_id="j1", raw_digest="ab" * 8)
-    summary = Summary(title="t", severity=Severity.ERROR, likely_cause="c", next_steps=["s"], runbook_hint="",
-                      source=SummarySource.FALLBACK)
+    summary = Summary(
+        title="t",
+        severity=Severity.ERROR,
+        likely_cause="c",
+        next_steps=["s"],
+        runbook_hint="",
+        source=SummarySource.FALLBACK,
+    )
     return Alert(dead_letter=letter, summary=summary, severity=Severity.ERROR, **extra)
 
 
@@ -71,8 +77,17 @@ def test_this_release_reads_an_alert_the_previous_one_wrote() -> None:
     assert Alert.model_validate_json(written).bridge_trace is None
 
 
-@pytest.mark.parametrize("value", [None, "", "garbage", "00-" + "0" * 32 + "-" + "1" * 16 + "-01",
-                                   BRIDGE_TRACE + "\r\nX-Evil: 1", "https://evil.example/" + "a" * 40])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "",
+        "garbage",
+        "00-" + "0" * 32 + "-" + "1" * 16 + "-01",
+        BRIDGE_TRACE + "\r\nX-Evil: 1",
+        "https://evil.example/" + "a" * 40,
+    ],
+)
 def test_a_stored_bridge_trace_that_is_not_a_valid_traceparent_parents_nothing(value: str | None) -> None:
     assert span_context(value) is None
 
@@ -84,18 +99,35 @@ def test_a_valid_bridge_trace_parents_the_delivery() -> None:
 
 
 def test_gen_ai_attributes_are_read_from_the_reply() -> None:
-    reply = {"id": "chatcmpl-7", "model": "qwen2.5-1.5b", "usage": {"prompt_tokens": 412, "completion_tokens": 57},
-             "choices": [{"finish_reason": "stop"}]}
+    reply = {
+        "id": "chatcmpl-7",
+        "model": "qwen2.5-1.5b",
+        "usage": {"prompt_tokens": 412, "completion_tokens": 57},
+        "choices": [{"finish_reason": "stop"}],
+    }
     assert model_reply(reply) == {
-        "gen_ai.usage.input_tokens": 412, "gen_ai.usage.output_tokens": 57, "gen_ai.response.id": "chatcmpl-7",
-        "gen_ai.response.model": "qwen2.5-1.5b", "gen_ai.response.finish_reasons": ["stop"],
+        "gen_ai.usage.input_tokens": 412,
+        "gen_ai.usage.output_tokens": 57,
+        "gen_ai.response.id": "chatcmpl-7",
+        "gen_ai.response.model": "qwen2.5-1.5b",
+        "gen_ai.response.finish_reasons": ["stop"],
     }
     assert model_reply({"usage": {"input_tokens": 3, "output_tokens": 4}})["gen_ai.usage.output_tokens"] == 4
 
 
-@pytest.mark.parametrize("reply", [None, [], "text", {"usage": "many"}, {"usage": {"prompt_tokens": -1}},
-                                   {"usage": {"prompt_tokens": True}}, {"usage": {"prompt_tokens": "12"}},
-                                   {"id": "x" * 500, "choices": "stop"}])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        None,
+        [],
+        "text",
+        {"usage": "many"},
+        {"usage": {"prompt_tokens": -1}},
+        {"usage": {"prompt_tokens": True}},
+        {"usage": {"prompt_tokens": "12"}},
+        {"id": "x" * 500, "choices": "stop"},
+    ],
+)
 def test_a_reply_without_usable_usage_gives_no_token_counts(reply: Any) -> None:
     assert not any(key.startswith("gen_ai.usage") or key == "gen_ai.response.id" for key in model_reply(reply))
 

@@ -34,14 +34,29 @@ MODEL = "openclaw/dlq-summarizer"
 FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "100"}  # the SDK's batch delay, read from the environment
 
 
-def config(tmp_path: Path, redis_url: str, *, port: int, consumer: str, endpoint: str | None, gateway: str | None,
-           hook: str, name: str = "b", **extra: dict[str, Any]) -> Path:
+def config(
+    tmp_path: Path,
+    redis_url: str,
+    *,
+    port: int,
+    consumer: str,
+    endpoint: str | None,
+    gateway: str | None,
+    hook: str,
+    name: str = "b",
+    **extra: dict[str, Any],
+) -> Path:
     sections: dict[str, Any] = {
         "server": {"port": port, "grace_s": 1},
         "redis": {"url": redis_url, "consumer_id": consumer},
         "sources": {"poll_interval_s": 0.01, "rescan_interval_s": 0.2},
-        "delivery": {"base_delay_s": 0.05, "max_delay_s": 0.2, "max_attempts": 100, "lease_s": 2.0,
-                     "reservation_ttl_s": 2.0},
+        "delivery": {
+            "base_delay_s": 0.05,
+            "max_delay_s": 0.2,
+            "max_attempts": 100,
+            "lease_s": 2.0,
+            "reservation_ttl_s": 2.0,
+        },
         "sinks": [{"name": "hook", "type": "webhook", "url": f"{hook}/hooks/dlq", "secret": "hook-secret-0123456789"}],
     }
     if gateway is not None:
@@ -98,8 +113,9 @@ def test_one_dead_letter_is_one_trace_linked_to_its_job(
     hook = Receiver(script=[Reply(status=503)])  # the first attempt fails: the delivery has two attempts
     with ThreadedServer(hook.app) as receiver:
         port = free_port()
-        cfg = config(tmp_path, redis_url, port=port, consumer="t-1", endpoint=otlp.endpoint, gateway=gateway,
-                     hook=receiver.url)
+        cfg = config(
+            tmp_path, redis_url, port=port, consumer="t-1", endpoint=otlp.endpoint, gateway=gateway, hook=receiver.url
+        )
         bridge = Bridge(cfg, port)
         try:
             clean_redis.lpush(SOURCE, envelope_entry(job_id="traced-1", traceparent=JOB_TRACEPARENT))
@@ -158,10 +174,26 @@ def test_a_delivery_on_another_replica_continues_the_trace(
     hook = Receiver(default=Reply(status=503))  # down while replica A runs
     with ThreadedServer(hook.app) as receiver:
         port_a, port_b = free_port(), free_port()
-        cfg_a = config(tmp_path, redis_url, port=port_a, consumer="t-a", endpoint=otlp.endpoint, gateway=None,
-                       hook=receiver.url, name="a")
-        cfg_b = config(tmp_path, redis_url, port=port_b, consumer="t-b", endpoint=otlp.endpoint, gateway=None,
-                       hook=receiver.url, name="b")
+        cfg_a = config(
+            tmp_path,
+            redis_url,
+            port=port_a,
+            consumer="t-a",
+            endpoint=otlp.endpoint,
+            gateway=None,
+            hook=receiver.url,
+            name="a",
+        )
+        cfg_b = config(
+            tmp_path,
+            redis_url,
+            port=port_b,
+            consumer="t-b",
+            endpoint=otlp.endpoint,
+            gateway=None,
+            hook=receiver.url,
+            name="b",
+        )
         a = Bridge(cfg_a, port_a)
         try:
             clean_redis.lpush(SOURCE, envelope_entry(job_id="moved-1"))
@@ -173,8 +205,9 @@ def test_a_delivery_on_another_replica_continues_the_trace(
         b = Bridge(cfg_b, port_b)
         try:
             assert wait_for(lambda: any(r.status == 200 for r in hook.requests), 20), "replica B never delivered"
-            assert wait_for(lambda: any(s.resource["service.name"] == "dlq-bridge-b"
-                                        for s in otlp.named("deliver hook")), 10)
+            assert wait_for(
+                lambda: any(s.resource["service.name"] == "dlq-bridge-b" for s in otlp.named("deliver hook")), 10
+            )
         finally:
             assert b.stop()[0] == 0
     assert tried_by_a >= 2
@@ -193,8 +226,9 @@ def test_a_storm_shares_one_model_call_and_links_every_job_it_served(
     hook = Receiver()
     with ThreadedServer(hook.app) as receiver:
         port = free_port()
-        cfg = config(tmp_path, redis_url, port=port, consumer="t-s", endpoint=otlp.endpoint, gateway=gateway,
-                     hook=receiver.url)
+        cfg = config(
+            tmp_path, redis_url, port=port, consumer="t-s", endpoint=otlp.endpoint, gateway=gateway, hook=receiver.url
+        )
         bridge = Bridge(cfg, port)
         try:
             clean_redis.lpush(SOURCE, *[envelope_entry(job_id=f"storm-{i}") for i in range(6)])

@@ -93,11 +93,20 @@ class OtlpReceiver:
 
     @staticmethod
     def _span(span: Any, resource: dict[str, Any]) -> ReceivedSpan:
-        links = [ReceivedLink(link.trace_id.hex(), link.span_id.hex(), attributes_of(link.attributes))
-                 for link in span.links]
+        links = [
+            ReceivedLink(link.trace_id.hex(), link.span_id.hex(), attributes_of(link.attributes)) for link in span.links
+        ]
         return ReceivedSpan(
-            span.name, span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex(), KINDS[span.kind],
-            attributes_of(span.attributes), resource, links, span.status.code, span.start_time_unix_nano,
+            span.name,
+            span.trace_id.hex(),
+            span.span_id.hex(),
+            span.parent_span_id.hex(),
+            KINDS[span.kind],
+            attributes_of(span.attributes),
+            resource,
+            links,
+            span.status.code,
+            span.start_time_unix_nano,
             span.end_time_unix_nano,
         )
 
