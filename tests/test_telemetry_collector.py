@@ -20,10 +20,10 @@ from tests.support.http_server import ThreadedServer
 from tests.support.otlp_receiver import OtlpReceiver, SilentCollector
 from tests.support.ports import free_port
 from tests.support.receiver import Receiver
-from tests.test_telemetry_spans import SOURCE, Bridge, config
+from tests.test_telemetry_spans import SOURCE, START_S, Bridge, config
 
-EXPORT_TIMEOUT_S = 8.0  # one export may hang this long; alerting must not notice
-ALERT_BOUND_S = 4.0  # every alert reaches its sink this soon after its push, collector or not
+EXPORT_TIMEOUT_S = 15.0  # one export may hang this long; alerting must not notice
+ALERT_BOUND_S = 8.0  # every alert reaches its sink this soon after its push, collector or not
 STOP_BOUND_S = EXPORT_TIMEOUT_S + 5.0  # the flush at stop waits the export timeout at most, then the grace
 
 
@@ -101,7 +101,7 @@ def run_counting_modules(
         stderr=subprocess.PIPE,
     )
     try:
-        wait_healthz(port, proc)
+        wait_healthz(port, proc, timeout_s=START_S)
         client.lpush(SOURCE, envelope_entry(job_id=job_id))
         assert wait_for(lambda: any(job_id.encode() in r.body for r in hook.requests), 20)
         proc.terminate()

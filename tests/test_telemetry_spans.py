@@ -31,6 +31,7 @@ JOB_SPAN = "00f067aa0ba902b7"
 JOB_TRACEPARENT = f"00-{JOB_TRACE}-{JOB_SPAN}-03"  # the flags the OpenTelemetry SDK sets
 USAGE = {"prompt_tokens": 412, "completion_tokens": 57, "total_tokens": 469}
 MODEL = "openclaw/dlq-summarizer"
+START_S = 120.0  # a start on a loaded 2-core machine can take a minute
 FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "100"}  # the SDK's batch delay, read from the environment
 
 
@@ -74,7 +75,7 @@ class Bridge:
     def __init__(self, cfg: Path, port: int, env: dict[str, str] | None = None) -> None:
         self.port = port
         self.proc = start_bridge(["--config", str(cfg), "run"], env={**FAST_EXPORT, **(env or {})})
-        wait_healthz(port, self.proc)
+        wait_healthz(port, self.proc, timeout_s=START_S)
 
     def stop(self, timeout_s: float = 20.0) -> tuple[int, str]:
         self.proc.send_signal(signal.SIGTERM)

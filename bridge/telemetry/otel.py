@@ -27,7 +27,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 from bridge.config.tracing import TracingSettings
 from bridge.core.trace_context import TraceContext
 from bridge.telemetry.attributes import model_request
-from bridge.telemetry.port import AttributeValue
+from bridge.telemetry.port import NO_SPAN, AttributeValue, SpanHandle
 
 SCOPE = "dlq_bridge"
 QUEUE_MAX = 2048  # spans waiting for export; more are dropped (counted by the SDK), never waited for
@@ -57,6 +57,26 @@ class _Span:
         context = span_context(traceparent)
         if context is not None:
             self.span.add_link(context, {"dlq_bridge.link": relation})
+
+
+class _Scope:
+    """The span current while inside (a plain class: a generator context manager costs more per span)."""
+
+    __slots__ = ("handle", "token")
+
+    def __init__(self, span: trace.Span) -> None:
+        self.handle = _Span(span)
+        self.token: object = None
+
+    def __enter__(self) -> _Span:
+        self.token = otel_context.attach(trace.set_span_in_context(self.handle.span))
+        return self.handle
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc_type is not None and not self.handle.failed:  # the caller's own error type stands
+            self.handle.fail(exc_type.__name__)
+        otel_context.detach(self.token)  # type: ignore[arg-type]
+        self.handle.span.end()
 
 
 def span_context(traceparent: str | None) -> SpanContext | None:
@@ -97,7 +117,6 @@ class OtelTelemetry:
         self._calls: dict[str, trace.Span] = {}  # summary calls in flight, by subject
         self._made: OrderedDict[str, SpanContext] = OrderedDict()
 
-    @contextmanager
     def _current(
         self,
         name: str,
@@ -105,8 +124,8 @@ class OtelTelemetry:
         attributes: dict[str, AttributeValue],
         context: otel_context.Context | None = None,
         start_ns: int | None = None,
-    ) -> Iterator[_Span]:
-        with self._tracer.start_as_current_span(
+    ) -> _Scope:
+        span = self._tracer.start_span(
             name,
             context=context,
             kind=kind,
@@ -114,14 +133,8 @@ class OtelTelemetry:
             start_time=start_ns,
             record_exception=False,
             set_status_on_exception=False,
-        ) as span:
-            handle = _Span(span)
-            try:
-                yield handle
-            except BaseException as exc:
-                if not handle.failed:  # the caller's own error type stands
-                    handle.fail(type(exc).__name__)
-                raise
+        )
+        return _Scope(span)
 
     @contextmanager
     def entry(self, source_key: str, claimed_at: float, claims: int, system: str) -> Iterator[_Span]:
@@ -136,6 +149,9 @@ class OtelTelemetry:
         with self._current(
             f"process {source_key}", SpanKind.CONSUMER, attributes, otel_context.Context(), start_ns
         ) as root:
+            if not root.span.is_recording():  # sampled out: no child is made either
+                yield root
+                return
             claim = self._tracer.start_span(
                 "claim",
                 kind=SpanKind.CONSUMER,
@@ -151,14 +167,18 @@ class OtelTelemetry:
             claim.end(now_ns)
             yield root
 
-    def stage(self, name: str, **attributes: AttributeValue) -> AbstractContextManager[_Span]:
+    def stage(self, name: str, **attributes: AttributeValue) -> AbstractContextManager[SpanHandle]:
+        if not trace.get_current_span().is_recording():  # a sampled-out dead letter costs no more spans
+            return NO_SPAN
         return self._current(name, SpanKind.INTERNAL, attributes)
 
     def current_traceparent(self) -> str | None:
         return traceparent_of(trace.get_current_span().get_span_context())
 
-    def delivery(self, sink: str, sink_type: str, parent: str | None) -> AbstractContextManager[_Span]:
+    def delivery(self, sink: str, sink_type: str, parent: str | None) -> AbstractContextManager[SpanHandle]:
         remote = span_context(parent)
+        if remote is not None and not remote.trace_flags.sampled:  # its dead letter was sampled out
+            return NO_SPAN
         context = trace.set_span_in_context(NonRecordingSpan(remote)) if remote else otel_context.Context()
         attributes: dict[str, AttributeValue] = {
             "messaging.system": sink_type,
@@ -168,8 +188,13 @@ class OtelTelemetry:
         }
         return self._current(f"deliver {sink}", SpanKind.PRODUCER, attributes, context)
 
+    def model_call(self, model: str, subject: str) -> AbstractContextManager[SpanHandle]:
+        if not trace.get_current_span().is_recording():
+            return NO_SPAN
+        return self._model_call(model, subject)
+
     @contextmanager
-    def model_call(self, model: str, subject: str) -> Iterator[_Span]:
+    def _model_call(self, model: str, subject: str) -> Iterator[_Span]:
         with self._current(f"chat {model}", SpanKind.CLIENT, model_request(model)) as call:
             if subject:
                 self._calls[subject] = call.span
