@@ -119,7 +119,9 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
 
 def setup_logging(verbose: bool, level: str = "info") -> None:
     handler = logging.StreamHandler(sys.stderr)  # SafeFormatter: untrusted text cannot forge log lines
-    handler.setFormatter(SafeFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    # `trace`: ` trace_id=… span_id=…` inside a span with tracing on (bridge.telemetry.logs), else empty
+    fmt = "%(asctime)s %(levelname)-7s %(name)s: %(message)s%(trace)s"
+    handler.setFormatter(SafeFormatter(fmt, defaults={"trace": ""}))
     logging.basicConfig(level=logging.DEBUG if verbose else getattr(logging, level.upper()), handlers=[handler])
 
 
@@ -152,8 +154,13 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 
     from bridge.app import create_app
     from bridge.sources.build import check_kind_prerequisites
+    from bridge.telemetry.build import tracing_problem
 
     check_kind_prerequisites(settings.sources)  # one line and exit 2, not a traceback at start-up
+    tracing = tracing_problem(settings.tracing)
+    if tracing:
+        print(f"run: {tracing}", file=sys.stderr)
+        return EXIT_USAGE
     refused = refused_eviction(settings)
     if refused:
         print(f"run: {refused}", file=sys.stderr)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -27,6 +29,7 @@ from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.fleet import FleetFormat
 from bridge.delivery.supervisor import DeliverySupervisor
 from bridge.drain.pipeline import Pipeline
+from bridge.drain.traced import TracedPipeline
 from bridge.settings import Settings
 from bridge.sources.build import Built, build_kind_sources
 from bridge.sources.kind_port import kind_ports
@@ -38,6 +41,8 @@ from bridge.stores.undeliverable_records import UndeliverableStore
 from bridge.summarize.factory import build_summarizer
 from bridge.summarize.runbooks import RunbookCatalog
 from bridge.summarize.summarizer import Summarizer
+from bridge.telemetry.build import build_telemetry
+from bridge.telemetry.port import NO_TELEMETRY, Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +64,7 @@ class Runtime:
     memory: RedisMemory
     formats: RecordFormat
     version: str
+    telemetry: Telemetry = NO_TELEMETRY
 
 
 def redis_url(settings: Settings, stack: contextlib.ExitStack) -> str:
@@ -94,6 +100,28 @@ def runbook_url_builder(settings: Settings, runbooks: RunbookCatalog):  # type: 
     return url_for
 
 
+def pipeline_class(telemetry: Telemetry) -> Callable[..., Pipeline]:
+    """The plain drain with tracing off (not one span call on the hot path), else the traced one."""
+    if not telemetry.enabled:
+        return Pipeline
+    return functools.partial(TracedPipeline, telemetry=telemetry)
+
+
+@contextlib.contextmanager
+def log_ids(telemetry: Telemetry) -> Iterator[None]:
+    """Trace and span ids on the log records while tracing is on (bridge.telemetry.logs)."""
+    if not telemetry.enabled:
+        yield
+        return
+    from bridge.telemetry.logs import install_log_ids
+
+    undo = install_log_ids(logging.getLogger())
+    try:
+        yield
+    finally:
+        undo()
+
+
 def freeze_heap() -> None:
     """Collect once, then move everything alive after start-up (modules, settings, clients,
     compiled patterns) out of the collector's sight: later collections only walk objects
@@ -123,12 +151,15 @@ async def open_runtime(
         metrics.record_format_written.set(formats.writes)
         memory = RedisMemory(client, metrics, count_quarantined=lambda: quarantine_depth(client))
         kinds = Built([])
+        telemetry = build_telemetry(settings.tracing, release)
+        stack.enter_context(log_ids(telemetry))
         try:
             summarizer = build_summarizer(
                 settings, runbooks, client, http, metrics, health,
-                cache_writes=cache_writes, batch_cache_writes=cache_writes, formats=formats,
+                cache_writes=cache_writes, batch_cache_writes=cache_writes, formats=formats, telemetry=telemetry,
             )
-            dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout, formats=formats)
+            dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout, formats=formats,
+                                          telemetry=telemetry)
             source = RedisListSource(client, settings.sources, settings.redis.consumer_id,
                                      announce=announcement(release, formats))
             kinds = build_kind_sources(
@@ -139,7 +170,7 @@ async def open_runtime(
             fleet = FleetFormat(client, formats, settings.redis.consumer_id, metrics)
             delivery = build_delivery(settings, client, dispatcher, metrics, health, undeliverable, groupers,
                                       formats=formats, fleet=fleet)
-            pipeline = Pipeline(
+            pipeline = pipeline_class(telemetry)(
                 source,
                 summarizer,
                 dispatcher,
@@ -163,7 +194,7 @@ async def open_runtime(
             )
             yield Runtime(
                 settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline, delivery,
-                kinds, memory, formats, release,
+                kinds, memory, formats, release, telemetry,
             )
             await dispatcher.aclose()
             await summarizer.aclose()
@@ -171,3 +202,5 @@ async def open_runtime(
             await kinds.close()
             await http.aclose()
             await client.aclose()
+            if telemetry.enabled:  # flushes what is queued, bounded by the export timeout
+                await asyncio.to_thread(telemetry.shutdown)

@@ -49,6 +49,7 @@ from bridge.sources import refs as kind_sources
 from bridge.sources.build import check_kind_prerequisites, kind_variable_problems
 from bridge.sources.watched_table import Access
 from bridge.summarize.runbooks import RunbookCatalog
+from bridge.telemetry.build import tracing_problem
 
 OK, FAIL, SKIP, WARN = "ok", "FAIL", "skip", "warn"
 
@@ -123,6 +124,7 @@ async def check_all(
     where = config or "(defaults and environment)"
     results = [Result("config", where, OK, _config_detail(settings)), *check_environment(settings)]
     results.append(check_runbooks(settings))
+    results += check_tracing(settings)
     # Like the bridge's own client: no proxies from the environment, no redirects.
     async with httpx.AsyncClient(transport=transport or httpx.AsyncHTTPTransport(), trust_env=False,
                                  timeout=probe_s, follow_redirects=False) as http:
@@ -197,6 +199,18 @@ def check_environment(settings: Settings) -> list[Result]:
     """A `warn` row per DLQ_BRIDGE_ variable that maps to no setting (it does not fail the check)."""
     return [Result("environment", unknown.name, WARN, unknown.message)
             for unknown in unknown_env_variables(settings)]
+
+
+def check_tracing(settings: Settings) -> list[Result]:
+    """With `[tracing] otlp_endpoint`: whether the `tracing` extra is installed (nothing is exported here)."""
+    tracing = settings.tracing
+    if tracing.otlp_endpoint is None:
+        return []
+    target = mask_url(tracing.otlp_endpoint)
+    problem = tracing_problem(tracing)
+    if problem is not None:
+        return [Result("tracing", target, FAIL, problem)]
+    return [Result("tracing", target, OK, f"spans over OTLP/HTTP, sample ratio {tracing.sample_ratio:g}")]
 
 
 def check_runbooks(settings: Settings) -> Result:

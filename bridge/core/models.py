@@ -142,6 +142,9 @@ class Alert(BaseModel):
     runbook_url: str | None = None
     is_test: bool = False
     trace_url: str | None = None  # `[tracing] trace_url` with the job's validated trace id (docs/tracing.md)
+    bridge_trace: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The `traceparent` of the bridge's own span for this dead letter (tracing on): a delivery on any
+    replica continues that trace (docs/tracing.md). Left out of the record when None."""
 
     @property
     def trace_link(self) -> TraceLink | None:

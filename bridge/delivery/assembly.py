@@ -30,6 +30,7 @@ from bridge.stores.limits import Limiter, Limiters
 from bridge.stores.silences import SilenceFilter, SilenceStore
 from bridge.stores.sink_queue import SinkQueue
 from bridge.stores.undeliverable_records import UndeliverableStore
+from bridge.telemetry.port import NO_TELEMETRY, Telemetry
 
 
 def build_route(
@@ -81,12 +82,13 @@ def build_dispatcher(
     stdout: TextIO | None = None,
     *,
     formats: RecordFormat | None = None,
+    telemetry: Telemetry = NO_TELEMETRY,
 ) -> Dispatcher:
     routes = build_routes(settings, http, stdout, client=client, metrics=metrics)
     for route in routes:
         health.set(f"sink:{route.sink.name}", Status.OK, "ready")
     ledger = build_ledger(settings, client)
-    deliverer = Deliverer(settings.delivery, ledger, metrics, health)
+    deliverer = Deliverer(settings.delivery, ledger, metrics, health, telemetry=telemetry)
     undeliverable = UndeliverableStore(client, metrics, settings.delivery.undeliverable_max, formats)
     return Dispatcher(routes, deliverer, undeliverable, metrics)
 

@@ -30,6 +30,7 @@ from bridge.sinks.sink import Sink
 from bridge.sinks.sink_registry import SINKS
 from bridge.stores.ledger import Ledger, notification_key, resolve_key
 from bridge.stores.limits import Limiter
+from bridge.telemetry.port import NO_TELEMETRY, SpanHandle, Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,9 @@ class Deliverer:
         metrics: Metrics,
         health: Health,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
+        self._telemetry = telemetry
         self.settings = settings
         self._ledger = ledger
         self._metrics = metrics
@@ -100,6 +103,10 @@ class Deliverer:
     ) -> Result:
         """`token`: the ledger key is already reserved by it (a take with reservations);
         `mark_later`: on success the mark is left to the caller (`Result.mark`)."""
+        with self._telemetry.delivery(route.sink.name, route.settings.type, alert.bridge_trace) as span:
+            return traced(span, await self._deliver(route, alert, token, mark_later))
+
+    async def _deliver(self, route: Route, alert: Alert, token: str | None, mark_later: bool) -> Result:
         name = route.sink.name
         ledger = self.ledger_for(route)
         if ledger is None:
@@ -118,7 +125,14 @@ class Deliverer:
         return result
 
     async def deliver_notification(self, route: Route, notification: Notification) -> Result:
-        """Like `deliver`, for a group notification: ledger key from `notification.ledger_key`."""
+        """Like `deliver`, for a group notification: ledger key from `notification.ledger_key`
+        (traced as a child of the group's first alert's span)."""
+        parent = notification.first.bridge_trace
+        with self._telemetry.delivery(route.sink.name, route.settings.type, parent) as span:
+            span.set("dlq_bridge.group.count", notification.count)
+            return traced(span, await self._deliver_notification(route, notification))
+
+    async def _deliver_notification(self, route: Route, notification: Notification) -> Result:
         name = route.sink.name
         sink: GroupSink = route.sink
 
@@ -209,7 +223,8 @@ class Deliverer:
         if route.pacer is not None:
             await route.pacer.wait()
         try:
-            await send()
+            with self._telemetry.stage("attempt") as attempt:
+                await attempt_of(attempt, send)
         except SinkRetryable as exc:
             self._metrics.delivery_attempts.labels(name, "retryable").inc()
             self._health.set(f"sink:{name}", Status.DEGRADED, f"retrying: {short(exc)}")
@@ -233,6 +248,25 @@ class Deliverer:
                      name, state.attempt_number, short(exc), wait)
 
         return before_sleep
+
+
+def traced(span: SpanHandle, result: Result) -> Result:
+    """`result` on its delivery span: outcome, attempts, the last status; an error unless delivered."""
+    span.set("dlq_bridge.delivery.outcome", result.outcome)
+    span.set("dlq_bridge.delivery.attempts", result.attempts)
+    span.set("http.response.status_code", result.status)
+    if result.outcome == "undeliverable":
+        span.fail(f"http_{result.status}" if result.status else "undeliverable")
+    return result
+
+
+async def attempt_of(span: SpanHandle, send: Send) -> None:
+    """One send on its attempt span (a failed one: its status, and `error.type` from the span)."""
+    try:
+        await send()
+    except SinkError as exc:
+        span.set("http.response.status_code", exc.status)
+        raise
 
 
 def short(exc: BaseException | None) -> str:

@@ -3,5 +3,6 @@
 `pipeline` (the one drain and the chain of stages: claim → intake → summarize → route →
 hand-off → acknowledge), `slots` (worker slots shared by every source), `solo` (a suspect's
 intake runs alone), `quarantine` (the static alert of a quarantined entry), `upkeep` (heartbeat,
-rescan, reap, sweeps, leave checks) and `depths` (the depth gauges).
+rescan, reap, sweeps, leave checks), `depths` (the depth gauges) and `traced` (the chain's stages
+in the bridge's own spans, with tracing on).
 """

@@ -18,6 +18,7 @@ from bridge.summarize.prompt import load_system_prompt
 from bridge.summarize.reply import validate_draft
 from bridge.summarize.runbooks import RunbookCatalog
 from bridge.summarize.summarizer import Summarizer
+from bridge.telemetry.port import NO_TELEMETRY, Telemetry
 
 
 def build_summarizer(
@@ -31,6 +32,7 @@ def build_summarizer(
     cache_writes: bool = True,
     batch_cache_writes: bool = False,
     formats: RecordFormat | None = None,
+    telemetry: Telemetry = NO_TELEMETRY,
 ) -> Summarizer:
     """`cache_writes=False` keeps the summary cache read-only (`summarize` without --cache);
     `batch_cache_writes`: answers written a few ms later in batches (the service's drain)."""
@@ -54,4 +56,5 @@ def build_summarizer(
         health,
         gate=FleetGate(client, oc),
         runbook_base=settings.runbooks.base_url,
+        telemetry=telemetry,
     )

@@ -41,6 +41,8 @@ from bridge.summarize.openclaw import GatewayBusy, GatewayClient
 from bridge.summarize.reply import content_of
 from bridge.summarize.salvage import Salvaged, salvage_reply
 from bridge.summarize.subject import Subject, subject_of
+from bridge.telemetry.attributes import model_reply
+from bridge.telemetry.port import NO_TELEMETRY, Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +84,9 @@ class OpenClawSummarizer:
         gate: FleetGate | LocalGate | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         runbook_base: str | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
+        self._telemetry = telemetry
         self._settings = settings
         self._runbook_base = runbook_base  # the one place links in model text may point to
         self._gateway = gateway
@@ -110,7 +114,10 @@ class OpenClawSummarizer:
         subject = subject_of(dl, self._settings.summary_per_cause)
         if not subject.key:
             return self._to_summary(dl, await self._resolve(subject), led=True)
+        joined = self._telemetry.joining(subject.key)  # a call for this subject is running here
         outcome, led = await self._coalescer.run(subject.key, lambda: self._resolve(subject))
+        if not joined and (outcome.cached or not led):
+            self._telemetry.served(subject.key)
         return self._to_summary(dl, outcome, led)
 
     def _to_summary(self, dl: DeadLetter, outcome: Outcome, led: bool) -> Summary:
@@ -191,13 +198,20 @@ class OpenClawSummarizer:
         messages = subject.messages(self._system_prompt)
         defaults = self._fallback.defaults(subject.defaults_letter())
         self.calls += 1
-        try:
-            response = await self._gateway.complete(messages)
-        except SummaryError:
-            raise
-        except Exception as exc:  # a transport may raise its own errors
-            raise SummaryError("error", f"gateway call failed: {describe_transport_error(exc)}") from None
-        return salvage_reply(content_of(response), self._runbook_ids, defaults, runbook_base=self._runbook_base)
+        model = self._settings.model or f"openclaw/{self._settings.agent}"
+        with self._telemetry.model_call(model, subject.key) as call:
+            try:
+                response = await self._gateway.complete(messages)
+                if self._telemetry.enabled:
+                    for key, value in model_reply(response).items():
+                        call.set(key, value)
+                return salvage_reply(content_of(response), self._runbook_ids, defaults, runbook_base=self._runbook_base)
+            except SummaryError as exc:
+                call.fail(exc.reason)
+                raise
+            except Exception as exc:  # a transport may raise its own errors
+                call.fail("error")
+                raise SummaryError("error", f"gateway call failed: {describe_transport_error(exc)}") from None
 
     async def _failed(self, exc: SummaryError, admission: Admission) -> None:
         if exc.reason in QUALITY_REASONS:  # the gateway is up; only the reply was bad

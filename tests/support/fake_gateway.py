@@ -53,6 +53,7 @@ class FakeGateway:
     busy_for_s: float = 0.0
     answered_ok: int = 0
     answered_429: int = 0
+    usage: dict[str, int] | None = None  # the reply's `usage` (OpenAI's prompt/completion token counts)
     _first_call: float | None = None
 
     @property
@@ -88,9 +89,12 @@ class FakeGateway:
         envelope = json.loads(wrapped) if wrapped is not None else {}
         content = self.responder(envelope)
         self.answered_ok += 1
-        return JSONResponse({
+        reply: dict[str, Any] = {
             "id": f"chatcmpl-{self.calls}",
             "object": "chat.completion",
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": content}}],
-        })
+        }
+        if self.usage is not None:
+            reply["usage"] = self.usage
+        return JSONResponse(reply)
