@@ -64,7 +64,8 @@ from bridge.summarize.runbooks import RunbookCatalog
 from tests.support.model_server import ModelServer, find_model, start_model_server
 from tests.support.openclaw_gateway import find_gateway, start_gateway
 
-CORPORA = {name: Path(__file__).resolve().parent / "quality" / f"{name}.json" for name in ("corpus", "heldout")}
+CORPORA = {name: Path(__file__).resolve().parent / "quality" / f"{name}.json"
+           for name in ("corpus", "heldout", "heldout2")}
 CORPUS = CORPORA["corpus"]
 TOKEN = "bench-quality-token"
 _CLAIMS = re.compile(
@@ -76,9 +77,12 @@ _CLAIMS = re.compile(
 
 
 def corpus_paths(name: str) -> list[Path]:
-    """`corpus` (default), `heldout`, `both` (the two, in that order), or a path to a file in the same format."""
+    """`corpus` (default), `heldout`, `heldout2`, `heldout-all` (the held-out files), `both` (corpus and
+    heldout, in that order), or a path to a file in the same format."""
     if name == "both":
         return [CORPORA["corpus"], CORPORA["heldout"]]
+    if name == "heldout-all":
+        return [CORPORA["heldout"], CORPORA["heldout2"]]
     return [CORPORA.get(name) or Path(name)]
 
 
