@@ -10,6 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from bridge.core.seen_before import SeenBefore
+
 
 class Severity(StrEnum):
     """PagerDuty's four severities, most urgent first."""
@@ -132,6 +134,7 @@ class Alert(BaseModel):
     severity: Severity
     runbook_url: str | None = None
     is_test: bool = False
+    seen_before: SeenBefore | None = None  # the cause's history when it arrived (None: first seen, or unknown)
 
     @model_validator(mode="before")
     @classmethod

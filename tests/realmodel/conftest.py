@@ -33,7 +33,7 @@ def warm_up(url: str, token: str | None = None) -> float:
     """One bridge-shaped call, so the tests time warm calls (the prompt prefix is then cached)."""
     dl = normalize(envelope_entry(job_id="warm-up", last_error="TimeoutError: warm-up"), "dead_letter:warm")
     body = {"model": "openclaw/dlq-summarizer", "temperature": 0, "stream": False,
-            "messages": build_messages(load_system_prompt(RunbookCatalog.load().catalogue()), dl)}
+            "messages": build_messages(load_system_prompt(), dl)}
     headers = {"Content-Type": "application/json", "x-openclaw-agent-id": "dlq-summarizer"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
