@@ -32,6 +32,7 @@ from bridge.sources.kind_port import kind_ports
 from bridge.sources.redis_list import RedisListSource
 from bridge.stores.archive import quarantine_depth
 from bridge.stores.search_index import SearchIndex
+from bridge.stores.seen_before import SeenBeforeStore
 from bridge.stores.undeliverable_records import UndeliverableStore
 from bridge.summarize.factory import build_summarizer
 from bridge.summarize.runbooks import RunbookCatalog
@@ -156,6 +157,7 @@ async def open_runtime(
                 memory=memory,
                 fleet=fleet,
                 search_index=SearchIndex(client),
+                seen_before=SeenBeforeStore(client),
             )
             yield Runtime(
                 settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline, delivery,

@@ -47,6 +47,7 @@ from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.fleet import FleetFormat
 from bridge.delivery.supervisor import DeliverySupervisor
 from bridge.drain.quarantine import quarantine_alert, quarantine_title
+from bridge.drain.seen import record_seen
 from bridge.drain.slots import Slots
 from bridge.drain.solo import SoloLane
 from bridge.drain.upkeep import Upkeep
@@ -57,6 +58,7 @@ from bridge.sources.leaving import leave_note
 from bridge.sources.source import Source, SourceUnavailable
 from bridge.stores.handoff import HandOff
 from bridge.stores.search_index import SearchIndex
+from bridge.stores.seen_before import SeenBeforeStore
 from bridge.stores.undeliverable_records import UndeliverableStore
 from bridge.summarize.summarizer import Summarizer
 
@@ -111,8 +113,10 @@ class Pipeline:
         memory: RedisMemory | None = None,
         fleet: FleetFormat | None = None,
         search_index: SearchIndex | None = None,
+        seen_before: SeenBeforeStore | None = None,
     ) -> None:
         self._sources = [source, *kinds]
+        self._seen_before = seen_before
         self._memory = memory
         self._redis_target = redis_target  # masked, for the logs
         self._source = source
@@ -343,12 +347,13 @@ class Pipeline:
         self.processed += 1
 
     async def _alert_for(self, dead_letter: DeadLetter) -> Alert:
-        """The summary, and the alert it makes: routed severity and runbook link."""
-        summary = await self._summarizer.summarize(dead_letter)
+        """The cause's history, the summary, and the alert they make: routed severity and runbook link."""
+        history = await record_seen(self._seen_before, dead_letter)
+        summary = await self._summarizer.summarize(dead_letter, history)
         self._metrics.child(self._metrics.summaries, summary.source.value, summary.fallback_reason or "").inc()
         url = self._runbook_url(summary.runbook_hint) if summary.runbook_hint else None
         severity = self._severity.route(dead_letter.queue, summary.severity)
-        return Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url)
+        return Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url, seen_before=history)
 
     async def _hand_off(self, claimed: Claimed, alert: Alert, routed: list[str], *, quarantine: bool = False) -> bool:
         """Archive (or quarantine) the entry and queue its alert for every routed sink, in one step."""

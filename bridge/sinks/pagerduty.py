@@ -70,6 +70,7 @@ def custom_details(alert: Alert) -> dict[str, Any]:
         "summary_source": summary.source.value,
         "fallback_reason": summary.fallback_reason,
         "assessed_severity": summary.severity.value,
+        "seen_before": alert.seen_before.line() if alert.seen_before is not None else None,
     }
 
 
