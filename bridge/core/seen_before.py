@@ -84,14 +84,21 @@ class SeenBefore(BaseModel):
     def for_model(self) -> dict[str, object]:
         """The facts the model is shown (inside a marked data block; `note` is untrusted text)."""
         facts: dict[str, object] = {
-            "seen_before": True, "first_seen": _iso(self.first_at), "last_seen": _iso(self.last_at),
+            "seen_before": True,
+            "first_seen": _iso(self.first_at),
+            "last_seen": _iso(self.last_at),
             "failures_last_30_days": self.times_30d,
-            "redrives_that_failed_again": self.redrives_failed_again, "redrives_that_held": self.redrives_held,
+            "redrives_that_failed_again": self.redrives_failed_again,
+            "redrives_that_held": self.redrives_held,
         }
         if self.last_action is not None:
             action = self.last_action
-            facts["last_action"] = {"what": action.kind, "at": _iso(action.at), "outcome": action.verdict or "unknown",
-                                    "operator_note": action.note}
+            facts["last_action"] = {
+                "what": action.kind,
+                "at": _iso(action.at),
+                "outcome": action.verdict or "unknown",
+                "operator_note": action.note,
+            }
         return facts
 
 

@@ -60,8 +60,9 @@ def _text(value: bytes | str | None) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
 
 
-def history_of(cause: str, fields: dict[str, str], oldest_day: int,
-               first: str = "", last: str = "") -> SeenBefore | None:
+def history_of(
+    cause: str, fields: dict[str, str], oldest_day: int, first: str = "", last: str = ""
+) -> SeenBefore | None:
     """The history a hash holds (None: the cause was never seen)."""
     first, last = first or fields.get("first", ""), last or fields.get("last", "")
     if not first or not last:
@@ -69,19 +70,37 @@ def history_of(cause: str, fields: dict[str, str], oldest_day: int,
     times = sum(int(v) for k, v in fields.items() if k.startswith("d:") and int(k[2:]) >= oldest_day)
     action = None
     if fields.get("act_kind") in ("redriven", "retried", "silenced") and fields.get("act_at"):
-        action = LastAction.model_validate({
-            "kind": fields["act_kind"], "at": float(fields["act_at"]), "who": fields.get("act_who", ""),
-            "note": fields.get("act_note", ""), "verdict": fields.get("act_verdict", ""),
-        })
-    return SeenBefore(cause=cause, first_at=float(first), last_at=float(last), times_30d=times, last_action=action,
-                      redrives_failed_again=int(fields.get("again", 0)), redrives_held=int(fields.get("held", 0)))
+        action = LastAction.model_validate(
+            {
+                "kind": fields["act_kind"],
+                "at": float(fields["act_at"]),
+                "who": fields.get("act_who", ""),
+                "note": fields.get("act_note", ""),
+                "verdict": fields.get("act_verdict", ""),
+            }
+        )
+    return SeenBefore(
+        cause=cause,
+        first_at=float(first),
+        last_at=float(last),
+        times_30d=times,
+        last_action=action,
+        redrives_failed_again=int(fields.get("again", 0)),
+        redrives_held=int(fields.get("held", 0)),
+    )
 
 
 class SeenBeforeStore:
     """See module doc."""
 
-    def __init__(self, client: redis.Redis, *, ttl_s: int = TTL_S, again_window_s: float = AGAIN_WINDOW_S,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        ttl_s: int = TTL_S,
+        again_window_s: float = AGAIN_WINDOW_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._redis = client
         self._ttl_s = ttl_s
         self._window = again_window_s
@@ -96,7 +115,8 @@ class SeenBeforeStore:
         now = self._clock()
         oldest = self._oldest_day(now)
         first, last, flat = await self._seen(
-            keys=[keys.seen_before(cause)], args=[repr(now), int(now // DAY_S), oldest, self._window, self._ttl_s])
+            keys=[keys.seen_before(cause)], args=[repr(now), int(now // DAY_S), oldest, self._window, self._ttl_s]
+        )
         if not first:  # the first failure of this cause (or the first since its history expired)
             return None
         fields = {_text(flat[i]): _text(flat[i + 1]) for i in range(0, len(flat), 2)}
@@ -110,8 +130,12 @@ class SeenBeforeStore:
 
     async def acted(self, causes: Iterable[str], kind: ActionKind, who: str, note: str = "") -> None:
         """Operators acted on jobs of these causes: the last action of each, its verdict open again."""
-        action: dict[FieldT, EncodableT] = {"act_kind": kind, "act_at": repr(self._clock()), "act_who": one_line(who, WHO_CHARS),
-                  "act_note": one_line(note, NOTE_CHARS)}
+        action: dict[FieldT, EncodableT] = {
+            "act_kind": kind,
+            "act_at": repr(self._clock()),
+            "act_who": one_line(who, WHO_CHARS),
+            "act_note": one_line(note, NOTE_CHARS),
+        }
         async with self._redis.pipeline(transaction=False) as pipe:
             for cause in sorted(set(causes)):
                 key = keys.seen_before(cause)

@@ -20,7 +20,6 @@ import pytest
 
 from bridge.intake.chain import normalize
 from bridge.summarize.prompt import build_messages, load_system_prompt
-from bridge.summarize.runbooks import RunbookCatalog
 from tests.conftest import envelope_entry
 from tests.support.model_server import ModelServer, find_model, start_model_server
 from tests.support.openclaw_gateway import Gateway, find_gateway, start_gateway
