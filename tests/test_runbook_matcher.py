@@ -71,7 +71,8 @@ def test_each_added_page_says_when_it_fits_what_to_check_and_what_to_do() -> Non
         ),
         ("psycopg2.OperationalError: FATAL:  sorry, too many clients already", "pool-exhausted"),
         (
-            "botocore.exceptions.ClientError: An error occurred (ThrottlingException) when calling the PutItem operation",
+            "botocore.exceptions.ClientError: An error occurred (ThrottlingException) "
+            "when calling the PutItem operation",
             "throttled-by-cloud-api",
         ),
         ("google.api_core.exceptions.ResourceExhausted: 429 RESOURCE_EXHAUSTED", "throttled-by-cloud-api"),
