@@ -43,6 +43,7 @@ from bridge.summarize.openclaw import GatewayBusy, GatewayClient
 from bridge.summarize.reply import content_of
 from bridge.summarize.salvage import Salvaged, salvage_reply
 from bridge.summarize.subject import Subject, subject_of
+from bridge.summarize.tokens import count_tokens, tokens_of
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +202,14 @@ class OpenClawSummarizer:
             raise
         except Exception as exc:  # a transport may raise its own errors
             raise SummaryError("error", f"gateway call failed: {describe_transport_error(exc)}") from None
-        return salvage_reply(content_of(response), self._runbook_ids, defaults, runbook_base=self._runbook_base)
+        tokens = tokens_of(messages, response)
+        try:
+            salvaged = salvage_reply(content_of(response), self._runbook_ids, defaults, runbook_base=self._runbook_base)
+        except SummaryError:
+            count_tokens(self._metrics, self._settings.model or "default", "fallback", tokens)
+            raise
+        count_tokens(self._metrics, self._settings.model or "default", "openclaw", tokens)
+        return salvaged
 
     async def _failed(self, exc: SummaryError, admission: Admission) -> None:
         if exc.reason in QUALITY_REASONS:  # the gateway is up; only the reply was bad
