@@ -11,6 +11,8 @@ configuration it prints one row:
 - facts: share of labelled facts stated (title, likely cause, steps)
 - invented: summaries naming a host, URL, version or number the dead letter does not hold
 - seconds: per summary, median and max
+- tokens: per summary, median prompt / completion tokens of the gateway call (the reply's `usage`,
+  else characters / 4: `dlq_bridge_summary_tokens_total`); 0 for the fallback
 
     scripts/install-model && MODEL=qwen05 scripts/install-model && scripts/install-gateway
     python bench/bench_quality.py --config fallback direct:qwen15 direct:qwen05 gateway:qwen15
@@ -64,7 +66,8 @@ from bridge.summarize.runbooks import RunbookCatalog
 from tests.support.model_server import ModelServer, find_model, start_model_server
 from tests.support.openclaw_gateway import find_gateway, start_gateway
 
-CORPORA = {name: Path(__file__).resolve().parent / "quality" / f"{name}.json" for name in ("corpus", "heldout")}
+CORPORA = {name: Path(__file__).resolve().parent / "quality" / f"{name}.json"
+           for name in ("corpus", "heldout", "heldout2")}
 CORPUS = CORPORA["corpus"]
 TOKEN = "bench-quality-token"
 _CLAIMS = re.compile(
@@ -76,9 +79,12 @@ _CLAIMS = re.compile(
 
 
 def corpus_paths(name: str) -> list[Path]:
-    """`corpus` (default), `heldout`, `both` (the two, in that order), or a path to a file in the same format."""
+    """`corpus` (default), `heldout`, `heldout2`, `heldout-all` (the held-out files), `both` (corpus and
+    heldout, in that order), or a path to a file in the same format."""
     if name == "both":
         return [CORPORA["corpus"], CORPORA["heldout"]]
+    if name == "heldout-all":
+        return [CORPORA["heldout"], CORPORA["heldout2"]]
     return [CORPORA.get(name) or Path(name)]
 
 
@@ -130,7 +136,11 @@ class Row:
                 f" | {pct(sum(bool(r['repairs']) for r in self.results), n)}"
                 f" | {pct(sum(r['runbook_ok'] for r in self.results), n)} | {pct(facts[0], facts[1] or 1)}"
                 f" | {sum(bool(r['invented']) for r in self.results)}"
-                f" | {statistics.median(seconds):.1f} / {max(seconds):.1f} |")
+                f" | {statistics.median(seconds):.1f} / {max(seconds):.1f}"
+                f" | {self.median('prompt_tokens'):.0f} / {self.median('completion_tokens'):.0f} |")
+
+    def median(self, key: str) -> float:
+        return statistics.median([r[key] for r in self.results] or [0])
 
 
 def pct(part: int, whole: int) -> str:
@@ -152,12 +162,15 @@ async def run_corpus(name: str, url: str | None, entries: list[dict[str, Any]], 
     settings = settings_for(url, args.response_format, args.timeout, per_cause)
     async with httpx.AsyncClient(trust_env=False) as http:
         runbooks = RunbookCatalog.load(Path(args.runbooks) if args.runbooks else None)
-        summarizer = build_summarizer(settings, runbooks, aioredis.Redis(port=1), http, Metrics(), Health())
+        metrics = Metrics()
+        summarizer = build_summarizer(settings, runbooks, aioredis.Redis(port=1), http, metrics, Health())
         for entry in entries:
             dl = dead_letter(entry)
+            before = tokens_so_far(metrics)
             started = time.perf_counter()
             summary = await summarizer.summarize(dl)
             took = time.perf_counter() - started
+            prompt_tokens, completion_tokens = (a - b for a, b in zip(tokens_so_far(metrics), before, strict=True))
             row.results.append({
                 "id": entry["id"], "source": summary.source.value, "reason": summary.fallback_reason,
                 "repairs": list(summary.repairs), "runbook": summary.runbook_hint,
@@ -166,6 +179,7 @@ async def run_corpus(name: str, url: str | None, entries: list[dict[str, Any]], 
                 "facts": facts_stated(summary, entry["facts"]), "facts_total": len(entry["facts"]),
                 "invented": invented(summary, dl) if summary.source != "fallback" else [],
                 "seconds": took, "title": summary.title, "likely_cause": summary.likely_cause,
+                "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
             })
             if args.verbose:
                 r = row.results[-1]
@@ -174,6 +188,16 @@ async def run_corpus(name: str, url: str | None, entries: list[dict[str, Any]], 
                       f" {took:.1f}s {r['invented'] or ''}", flush=True)
         await summarizer.aclose()
     return row
+
+
+def tokens_so_far(metrics: Metrics) -> tuple[float, float]:
+    """Prompt and completion tokens counted so far (every model and source)."""
+    totals = {"prompt": 0.0, "completion": 0.0}
+    for family in metrics.summary_tokens.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                totals[sample.labels["kind"]] += sample.value
+    return totals["prompt"], totals["completion"]
 
 
 def favour(pid: int, nice: int) -> None:
@@ -251,8 +275,9 @@ async def main(args: argparse.Namespace) -> None:
                 print(row.line(), f"(load {os.getloadavg()[0]:.1f})", flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print("\n| configuration | alerts | openclaw | repaired | runbook fits | facts stated | invented | s med / max |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| configuration | alerts | openclaw | repaired | runbook fits | facts stated | invented | s med / max"
+          " | tokens in / out |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         print(row.line())
     if args.out:

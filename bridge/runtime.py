@@ -36,6 +36,7 @@ from bridge.sources.kind_port import kind_ports
 from bridge.sources.redis_list import RedisListSource
 from bridge.stores.archive import quarantine_depth
 from bridge.stores.search_index import SearchIndex
+from bridge.stores.seen_before import SeenBeforeStore
 from bridge.stores.trends import TrendCounter, TrendStore
 from bridge.stores.undeliverable_records import UndeliverableStore
 from bridge.summarize.factory import build_summarizer
@@ -191,6 +192,7 @@ async def open_runtime(
                 search_index=SearchIndex(client),
                 trends=TrendCounter(TrendStore(client), time.time),
                 trace_link=settings.tracing.trace_link,
+                seen_before=SeenBeforeStore(client),
             )
             yield Runtime(
                 settings, client, http, metrics, health, runbooks, summarizer, dispatcher, source, pipeline, delivery,

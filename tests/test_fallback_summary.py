@@ -45,7 +45,8 @@ async def test_fallback_names_queue_job_attempts_and_starts_with_the_error() -> 
 async def test_runbooks_are_matched_by_error_patterns() -> None:
     cases = {
         "ConnectionRefusedError: [Errno 111] Connection refused": "connection-refused",
-        "HTTPError: 403 Forbidden": "auth-failed",
+        "HTTPError: 403 Forbidden": "permission-denied",
+        "HTTPError: 401 Unauthorized": "auth-failed",
         "429 Too Many Requests": "rate-limited",
         "pydantic ValidationError: 1 validation error": "schema-validation",
         "worker was OOMKilled (exit code 137)": "out-of-memory",

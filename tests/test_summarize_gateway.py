@@ -113,7 +113,7 @@ async def test_valid_reply_is_used_and_request_is_well_formed(rig: Rig) -> None:
     assert set(schema["properties"]["runbook_hint"]["enum"]) == {*RunbookCatalog.load().ids(), ""}
     system, user = body["messages"]
     assert system["role"] == "system" and "one json object" in system["content"].lower()
-    assert "- timeout: " in system["content"]  # the runbook catalogue
+    assert "- timeout: " not in system["content"] and "- timeout: " in user["content"]  # the runbooks that may fit
     wrapped = unwrap_dead_letter(user["content"])
     assert wrapped is not None
     envelope = json.loads(wrapped)

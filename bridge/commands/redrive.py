@@ -92,6 +92,8 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     add("--dry-run", action="store_true", help="count and list what would move; change nothing")
     add("--limit", type=int, metavar="N", help="move at most N entries")
     add("--job-id", action="append", default=[], metavar="ID", help="only this job id (repeatable)")
+    add("--note", default="", metavar="TEXT",
+        help="why (kept with the cause's seen-before history; later alerts of the cause quote it)")
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
@@ -134,7 +136,8 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
             return EXIT_NOT_FOUND
         operation = Redrive(client, settings.effective_sinks(), resolver=default_resolver())
         progress = progress_printer(plan, int(await client.llen(plan.source)))
-        outcome = await operation.walk(plan, f"cli:{_login()}", _action(plan), progress, chunk=CHUNK)
+        outcome = await operation.walk(plan, f"cli:{_login()}", _action(plan), progress, chunk=CHUNK,
+                                       note=args.note)
         depths = await operation.depths(plan.dlq) if outcome.matched == 0 else None
         text = messages.line(outcome, depths)
         if not plan.dry_run:

@@ -310,7 +310,7 @@ class ConsoleService:
             summary=summary_view(alert, base) if alert else None, envelope=envelope, deliveries=deliveries,
             redrivable=in_archive and source not in self._kinds and names.work_queue(source) is not None
             and redrive_helps(envelope),
-            in_archive=in_archive,
+            in_archive=in_archive, seen_before=alert.seen_before.line() if alert and alert.seen_before else None,
         )
 
     # --- groups, undeliverable, silences, audit -------------------------------------------

@@ -206,6 +206,8 @@ class EntryView(View):
     deliveries: list[SinkDelivery]
     redrivable: bool
     in_archive: bool = Field(description="False once redriven (or trimmed from the archive).")
+    seen_before: str | None = Field(default=None, description=(
+        "What the alert said of its cause's history: seen before, how often in 30 days, what happened last time."))
 
 
 class EntryPage(View):

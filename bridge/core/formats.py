@@ -9,6 +9,8 @@ a silence, an audit record, a bulk action) is written in one *record format*:
   summary and a cached summary), and a summary carries no `repairs`.
 - format 2 (0.2.0): the same records with their number first, `{"v":2,…}`, and a summary's
   `repairs`. Readers of format 2 ignore fields they do not know, so the next format can add fields.
+  The release after 0.2.0 adds an alert's `seen_before` to format 2 (0.2.0 ignores it; an alert
+  0.2.0 wrote reads as one without history); format 1 records leave it out.
 
 A replica reads every format up to `reads` and writes `writes`: the newest format that every live
 replica reads (its heartbeat says which; one that says nothing reads format 1), never newer than its
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from pydantic.main import IncEx
 
 from bridge.core.models import Alert
 
@@ -35,7 +39,8 @@ TEST_POSE_ENV = "DLQ_BRIDGE_TEST_POSE_AS_NEXT_RELEASE"
 back onto this one (tests/compat/)."""
 
 _STAMP_RE = re.compile(r'^\{"v":(\d{1,4})(,|\})')
-_NOT_FOR_FORMAT_1 = {"summary": {"repairs"}}
+_REPAIRS: IncEx = {"repairs"}
+_NOT_FOR_FORMAT_1: IncEx = {"summary": _REPAIRS, "seen_before": True}
 
 
 class NewerFormat(ValueError):

@@ -69,6 +69,16 @@ class Metrics:
             ["field"],
             registry=r,
         )
+        self.summary_tokens = Counter(
+            "dlq_bridge_summary_tokens_total",
+            "Tokens of gateway calls, by model, the summary they ended in (openclaw, fallback) and kind",
+            ["model", "source", "kind"], registry=r,
+        )
+        self.summary_tokens_estimated = Counter(
+            "dlq_bridge_summary_tokens_estimated_total",
+            "Gateway calls whose reply carried no usage: their tokens were estimated (characters / 4)",
+            ["model"], registry=r,
+        )
         self.gateway_seconds = Histogram(
             "dlq_bridge_gateway_request_seconds",
             "OpenClaw gateway call latency, by outcome",

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from bridge.core.seen_before import SeenBefore
 from bridge.core.trace_context import TraceContext, TraceLink
 
 
@@ -145,6 +146,7 @@ class Alert(BaseModel):
     bridge_trace: str | None = Field(default=None, exclude_if=lambda value: value is None)
     """The `traceparent` of the bridge's own span for this dead letter (tracing on): a delivery on any
     replica continues that trace (docs/tracing.md). Left out of the record when None."""
+    seen_before: SeenBefore | None = None  # the cause's history when it arrived (None: first seen, or unknown)
 
     @property
     def trace_link(self) -> TraceLink | None:

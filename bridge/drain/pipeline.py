@@ -47,6 +47,7 @@ from bridge.delivery.dispatch import Dispatcher
 from bridge.delivery.fleet import FleetFormat
 from bridge.delivery.supervisor import DeliverySupervisor
 from bridge.drain.quarantine import quarantine_alert, quarantine_title
+from bridge.drain.seen import record_seen
 from bridge.drain.slots import Slots
 from bridge.drain.solo import SoloLane
 from bridge.drain.upkeep import Upkeep
@@ -57,6 +58,7 @@ from bridge.sources.leaving import leave_note
 from bridge.sources.source import Source, SourceUnavailable
 from bridge.stores.handoff import HandOff
 from bridge.stores.search_index import SearchIndex
+from bridge.stores.seen_before import SeenBeforeStore
 from bridge.stores.trends import TrendCounter
 from bridge.stores.undeliverable_records import UndeliverableStore
 from bridge.summarize.summarizer import Summarizer
@@ -114,18 +116,16 @@ class Pipeline:
         search_index: SearchIndex | None = None,
         trends: TrendCounter | None = None,  # per queue and cause, for the console's charts
         trace_link: Callable[[str], str | None] = lambda _trace_id: None,
+        seen_before: SeenBeforeStore | None = None,
     ) -> None:
-        self._sources = [source, *kinds]
+        self._sources, self._seen_before = [source, *kinds], seen_before
         self._memory, self._redis_target = memory, redis_target  # the target masked, for the logs
         self._source = source
         self._handoff, self._trends = handoff, trends
         self._delivery, self._undeliverable = delivery, undeliverable
         self._summarizer, self._dispatcher = summarizer, dispatcher
-        self._settings = settings
-        self._metrics = metrics
-        self._health = health
-        self._runbook_url, self._trace_link = runbook_url, trace_link
-        self._severity = severity or SeveritySettings()
+        self._settings, self._metrics, self._health = settings, metrics, health
+        self._runbook_url, self._trace_link, self._severity = runbook_url, trace_link, severity or SeveritySettings()
         self._offloop: OffLoop | None = None
         self.search_index = search_index  # trimmed by the upkeep every minute, searched or not
         self._upkeep = Upkeep(self._sources, settings, metrics, health, self._redis_down, search_index, fleet)
@@ -343,20 +343,20 @@ class Pipeline:
         self.processed += 1
 
     async def _alert_for(self, dead_letter: DeadLetter) -> Alert:
-        """The summary, and the alert it makes: routed severity and runbook link."""
-        summary = await self._summarizer.summarize(dead_letter)
+        """The cause's history, the summary, and the alert they make: routed severity and runbook link."""
+        history = await record_seen(self._seen_before, dead_letter)
+        summary = await self._summarizer.summarize(dead_letter, history)
         self._metrics.child(self._metrics.summaries, summary.source.value, summary.fallback_reason or "").inc()
         url = self._runbook_url(summary.runbook_hint) if summary.runbook_hint else None
         severity = self._severity.route(dead_letter.queue, summary.severity)
-        trace = dead_letter.trace
-        trace_url = self._trace_link(trace.trace_id) if trace is not None else None
-        return Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url, trace_url=trace_url)
+        trace_url = self._trace_link(dead_letter.trace.trace_id) if dead_letter.trace is not None else None
+        return Alert(dead_letter=dead_letter, summary=summary, severity=severity, runbook_url=url, trace_url=trace_url,
+                     seen_before=history)
 
     async def _hand_off(self, claimed: Claimed, alert: Alert, routed: list[str], *, quarantine: bool = False) -> bool:
         """Archive (or quarantine) the entry and queue its alert for every routed sink, in one step."""
-        done = await self._until_done(
-            claimed, lambda: self._handoff.finish(claimed, alert, routed, quarantine=quarantine)
-        )
+        finish = self._handoff.finish
+        done = await self._until_done(claimed, lambda: finish(claimed, alert, routed, quarantine=quarantine))
         if done and self._trends is not None:
             self._trends.count(alert.dead_letter.queue, alert.dead_letter.fingerprint)
         return done

@@ -38,6 +38,7 @@ from bridge.stores.archive import Archive, Record, archive_key
 from bridge.stores.audit import AuditLog
 from bridge.stores.requeue import Plan, finish_staged, move_each
 from bridge.stores.search_index import record_acts
+from bridge.stores.seen_before import SeenBeforeStore
 
 CHUNK = 500
 ARCHIVE_SLICE = 50  # archived entries moved in one pipeline before their acts and resolves are written
@@ -105,12 +106,13 @@ class Redrive:
         self._archive_max = archive_max
         self._clock = clock
         self._audit = AuditLog(client, clock=clock)
+        self._seen_before = SeenBeforeStore(client, clock=clock)  # each cause redriven: its last action
 
     # --- a list walked oldest first (the CLI, the console's quarantine action) ----------------------
 
     async def walk(
         self, plan: Plan, who: str, action: str = "redrive", progress: Callable[[Outcome], None] | None = None,
-        chunk: int = CHUNK,
+        chunk: int = CHUNK, note: str = "",
     ) -> Outcome:
         """Move the entries of `plan.source` that match, oldest first, one atomic script each."""
         outcome = Outcome(origin_of(plan), plan)
@@ -123,18 +125,20 @@ class Redrive:
             scanned_before = outcome.scanned
             batch = _select(outcome, [names.as_bytes(r) for r in reversed(raws)])
             skipped += outcome.scanned - scanned_before - len(batch)
-            await self._move(outcome, batch, who, action)
+            await self._move(outcome, batch, who, action, note)
             if progress is not None:
                 progress(outcome)
         return outcome
 
     # --- archived entries named by digest (the console's entry, group and bulk actions) ------------
 
-    async def entries(self, dlq: str, digests: Collection[str], who: str, action: str) -> Outcome:
+    async def entries(self, dlq: str, digests: Collection[str], who: str, action: str, note: str = "") -> Outcome:
         found = await self._archive.find_raws(dlq, digests, self._archive_max)
-        return await self.move_found(dlq, found, who, action)
+        return await self.move_found(dlq, found, who, action, note)
 
-    async def move_found(self, dlq: str, found: Mapping[str, bytes], who: str, action: str) -> Outcome:
+    async def move_found(
+        self, dlq: str, found: Mapping[str, bytes], who: str, action: str, note: str = "",
+    ) -> Outcome:
         """Move these archived entries (digest → bytes) of the list DLQ `dlq` to its work queue."""
         work = names.work_queue(dlq)
         if work is None:
@@ -143,10 +147,10 @@ class Redrive:
         outcome = Outcome("archive", plan)
         outcome.staged = await finish_staged(self._redis, plan)
         outcome.scanned = outcome.matched = len(found)
-        await self._move(outcome, list(found.values()), who, action)
+        await self._move(outcome, list(found.values()), who, action, note)
         return outcome
 
-    async def _move(self, outcome: Outcome, batch: list[bytes], who: str, action: str) -> None:
+    async def _move(self, outcome: Outcome, batch: list[bytes], who: str, action: str, note: str = "") -> None:
         """One pipeline of scripts per slice (each entry atomic on its own); after each slice of archived
         entries, who acted and their resolves (a kill between the two loses at most one slice's)."""
         step = ARCHIVE_SLICE if outcome.origin == "archive" else max(len(batch), 1)
@@ -159,22 +163,28 @@ class Redrive:
             if outcome.origin == "archive" and moved:
                 digests = [raw_digest(raw) for raw in moved]
                 await record_acts(self._redis, outcome.plan.dlq, digests, who, action, self._clock())
-                outcome.resolved |= await self._resolve(outcome.plan.dlq, digests)
+                resolved, causes = await self._resolve(outcome.plan.dlq, digests)
+                outcome.resolved |= resolved
+                await self._seen_before.acted(causes, "redriven", who, note)
 
-    async def _resolve(self, dlq: str, digests: list[str]) -> set[str]:
-        """Queue a resolve on every resolving sink each entry's alert was handed to; those sinks."""
+    async def _resolve(self, dlq: str, digests: list[str]) -> tuple[set[str], set[str]]:
+        """Queue a resolve on every resolving sink each entry's alert was handed to; those sinks, and the
+        causes of the entries (their seen-before history records the redrive)."""
         resolved: set[str] = set()
+        causes: set[str] = set()
         for stored in await self._archive.records(dlq, digests):
             record = Record.parse(stored)
             if record is None:
                 continue
+            dl = record.alert.dead_letter
+            causes.add(cause_key(dl.last_error, dl.parse_error))
             for sink in sorted(set(record.sinks) & self._resolving):
                 try:
                     await self._resolver(self._redis, sink, record)
                     resolved.add(sink)
                 except Exception:  # the redrive stands; the missing resolve is logged
                     log.exception("redrive: the resolve for %s was not queued", sink)
-        return resolved
+        return resolved, causes
 
     # --- the audit list ----------------------------------------------------------------------------
 

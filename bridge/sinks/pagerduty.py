@@ -71,6 +71,7 @@ def custom_details(alert: Alert) -> dict[str, Any]:
         "fallback_reason": summary.fallback_reason,
         "assessed_severity": summary.severity.value,
         **{name: value for name, value in trace_links.fields(alert).items() if name != "traceparent"},
+        "seen_before": alert.seen_before.line() if alert.seen_before is not None else None,
     }
 
 

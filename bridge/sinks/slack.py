@@ -138,6 +138,8 @@ def body_blocks(alert: Alert) -> list[dict[str, Any]]:
     dl, summary = alert.dead_letter, alert.summary
     steps = "\n".join(f"{i}. {esc(s, 600)}" for i, s in enumerate(summary.next_steps, 1))
     blocks: list[dict[str, Any]] = [{"type": "section", "fields": fields(alert)}]
+    if alert.seen_before is not None:
+        blocks.append(_section(esc(alert.seen_before.line(), TEXT_CHARS)))
     if not alert.cause_repeats_error:
         blocks.append(_section(f"*Likely cause*\n{esc(summary.likely_cause, TEXT_CHARS)}"))
     blocks.append(_section(f"*Next steps*\n{steps}"))

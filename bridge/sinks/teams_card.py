@@ -162,6 +162,8 @@ def alert_body(alert: Alert, scale: float) -> list[dict[str, Any]]:
         fact("Attempts", "?" if dl.attempts is None else str(dl.attempts), scale),
         fact("Correlation id", dl.correlation_id or "—", scale),
         fact("First failed at", dl.first_failed_at or "—", scale),
+        *([fact("Seen before", alert.seen_before.line().removeprefix("Seen before: "), scale)]
+          if alert.seen_before is not None else []),
         *summary_blocks(alert, scale),
     ]
     if dl.parse_error:

@@ -66,7 +66,14 @@ def render_body(alert: Alert) -> dict[str, Any]:
         "fallback_reason": summary.fallback_reason,
         "runbook_url": alert.runbook_url,
         **trace_links.fields(alert),
+        "seen_before": seen_before_body(alert),
     }
+
+
+def seen_before_body(alert: Alert) -> dict[str, Any] | None:
+    """The cause's history (bridge.core.seen_before) and its sentence; null when first seen."""
+    seen = alert.seen_before
+    return None if seen is None else {**seen.model_dump(mode="json"), "line": seen.line()}
 
 
 def summary_body(summary: Summary) -> dict[str, Any]:

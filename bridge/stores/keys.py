@@ -355,3 +355,8 @@ def trend_day(day: int) -> str:
 def handoff_stats(source_key: str, minute: int) -> str:
     """HASH of one minute's hand-offs (`alerted`, and per summary source); expires after 2 h."""
     return f"{PREFIX}:stats:{source_ref(source_key)}:{minute}"
+
+
+def seen_before(cause: str) -> str:
+    """HASH: one cause's history (bridge.stores.seen_before), bounded and expiring."""
+    return f"{PREFIX}:seen:{cause}"

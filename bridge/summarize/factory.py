@@ -51,7 +51,7 @@ def build_summarizer(
         ),
         fallback,
         ids,
-        load_system_prompt(runbooks.catalogue()),
+        load_system_prompt(),
         metrics,
         health,
         gate=FleetGate(client, oc),

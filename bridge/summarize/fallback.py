@@ -7,6 +7,8 @@ from collections.abc import Callable
 from functools import cached_property
 
 from bridge.core.models import DeadLetter, Severity, Summary, SummarySource
+from bridge.core.seen_before import SeenBefore
+from bridge.summarize.prompt import Context
 from bridge.summarize.runbooks import RunbookCatalog
 from bridge.summarize.salvage import Defaults
 
@@ -14,6 +16,13 @@ from bridge.summarize.salvage import Defaults
 CONTRADICTED: dict[str, Callable[[DeadLetter], bool]] = {
     "unparseable-payload": lambda dl: dl.parse_error is not None,
     "no-error-recorded": lambda dl: dl.last_error is None and dl.parse_error is None,
+}
+
+# What a cause's condition (bridge.intake.cause) suggests, besides the runbooks whose patterns match.
+CAUSE_RUNBOOKS: dict[str, tuple[str, ...]] = {
+    "unreachable": ("connection-refused", "dns-failure", "timeout"),
+    "unavailable": ("connection-refused",),
+    "rate-limited": ("rate-limited", "throttled-by-cloud-api"),
 }
 
 _GENERIC_STEPS = (
@@ -104,6 +113,12 @@ class FallbackSummarizer:
         """What a repaired reply field becomes: this summary's runbook, steps and the routed severity."""
         return LazyDefaults(dl, self._runbooks, self._severity_for)
 
+    def context(self, dl: DeadLetter, condition: str, history: SeenBefore | None = None) -> Context:
+        """What the model is shown besides the dead letter: the runbooks that may fit (by the matcher and
+        the cause's `condition`) with their "use when" lines, and the cause's history."""
+        runbooks = self._runbooks.candidates(dl, CAUSE_RUNBOOKS.get(condition, ()))
+        return Context(tuple(self._runbooks.catalogue(runbooks)), history)
+
     def build(self, dl: DeadLetter, reason: str) -> Summary:
         runbook = self._runbooks.match(dl)
         steps = [_cut(with_names(s, dl), 200) for s in runbook.next_steps] if runbook else list(_GENERIC_STEPS)
@@ -117,7 +132,7 @@ class FallbackSummarizer:
             fallback_reason=reason,
         )
 
-    async def summarize(self, dead_letter: DeadLetter) -> Summary:
+    async def summarize(self, dead_letter: DeadLetter, history: SeenBefore | None = None) -> Summary:
         return self.build(dead_letter, "disabled")
 
     async def aclose(self) -> None:

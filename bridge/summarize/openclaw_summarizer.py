@@ -33,6 +33,8 @@ from bridge.core.errors import SummaryError
 from bridge.core.health import Health, Status
 from bridge.core.metrics import Metrics
 from bridge.core.models import DeadLetter, Summary, SummaryDraft, SummarySource
+from bridge.core.seen_before import SeenBefore
+from bridge.intake.cause import cause_of
 from bridge.settings import OpenClawSettings
 from bridge.stores.gateway_gate import Admission, FleetGate, GateState, LocalGate
 from bridge.stores.summary_cache import Coalescer, SummaryCache
@@ -41,6 +43,7 @@ from bridge.summarize.openclaw import GatewayBusy, GatewayClient
 from bridge.summarize.reply import content_of
 from bridge.summarize.salvage import Salvaged, salvage_reply
 from bridge.summarize.subject import Subject, subject_of
+from bridge.summarize.tokens import count_tokens, tokens_of
 from bridge.telemetry.attributes import model_reply
 from bridge.telemetry.port import NO_TELEMETRY, Telemetry
 
@@ -103,19 +106,19 @@ class OpenClawSummarizer:
         self.calls = 0
         health.set("gateway", Status.OK, "closed")
 
-    async def summarize(self, dead_letter: DeadLetter) -> Summary:
+    async def summarize(self, dead_letter: DeadLetter, history: SeenBefore | None = None) -> Summary:
         try:
-            return await self._summarize(dead_letter)
+            return await self._summarize(dead_letter, history)
         except Exception:  # the last line of defence: a summary is always produced
             log.exception("summarizer error on %s; using the fallback", dead_letter.idempotency_key)
             return self._fallback.build(dead_letter, "error")
 
-    async def _summarize(self, dl: DeadLetter) -> Summary:
+    async def _summarize(self, dl: DeadLetter, history: SeenBefore | None) -> Summary:
         subject = subject_of(dl, self._settings.summary_per_cause)
         if not subject.key:
-            return self._to_summary(dl, await self._resolve(subject), led=True)
+            return self._to_summary(dl, await self._resolve(subject, history), led=True)
         joined = self._telemetry.joining(subject.key)  # a call for this subject is running here
-        outcome, led = await self._coalescer.run(subject.key, lambda: self._resolve(subject))
+        outcome, led = await self._coalescer.run(subject.key, lambda: self._resolve(subject, history))
         if not joined and (outcome.cached or not led):
             self._telemetry.served(subject.key)
         return self._to_summary(dl, outcome, led)
@@ -126,7 +129,7 @@ class OpenClawSummarizer:
         source = SummarySource.OPENCLAW if led and not outcome.cached else SummarySource.CACHE
         return Summary(**outcome.draft.model_dump(), source=source, repairs=outcome.repairs)
 
-    async def _resolve(self, subject: Subject) -> Outcome:
+    async def _resolve(self, subject: Subject, history: SeenBefore | None = None) -> Outcome:
         key = subject.key
         cached, token = await self._cache.begin(key)  # one round trip: cache, else the lead
         if cached is not None:
@@ -140,7 +143,7 @@ class OpenClawSummarizer:
         keeper = self._cache.keep(key, token) if token else None
         outcome: Outcome | None = None
         try:
-            outcome = await self._call(subject)
+            outcome = await self._call(subject, history)
             return outcome
         finally:
             if keeper is not None:
@@ -151,12 +154,12 @@ class OpenClawSummarizer:
             elif draft is not None:
                 await self._cache.put(key, draft)
 
-    async def _call(self, subject: Subject) -> Outcome:
+    async def _call(self, subject: Subject, history: SeenBefore | None) -> Outcome:
         """The gateway call (waiting out brief 429 pauses); the caller caches a draft."""
         patience = self._settings.max_wait_s
         while True:
             async with self._slots:  # the gate is asked once a slot is free
-                result = await self._try_once(subject)
+                result = await self._try_once(subject, history)
             if isinstance(result, Outcome):
                 return result
             if result.seconds > patience:
@@ -165,7 +168,7 @@ class OpenClawSummarizer:
             await self._wait_out(result.seconds)
             patience -= result.seconds
 
-    async def _try_once(self, subject: Subject) -> Outcome | Pause:
+    async def _try_once(self, subject: Subject, history: SeenBefore | None) -> Outcome | Pause:
         admission = await self.gate.admit()
         if admission.verdict == "paused":
             return Pause(admission.wait_s)
@@ -174,7 +177,7 @@ class OpenClawSummarizer:
                 self._show(GateState(open=True, paused_s=0.0))
             return Outcome(reason="circuit_open" if admission.verdict == "open" else "budget")
         try:
-            salvaged = await self._ask(subject)
+            salvaged = await self._ask(subject, history)
         except GatewayBusy as exc:  # a pause for the whole fleet, not a failure
             seconds = exc.retry_after_s
             pause = Pause(self._settings.breaker_cooldown_s if seconds is None else seconds)
@@ -194,9 +197,11 @@ class OpenClawSummarizer:
         log.info("gateway paused by 429 for %.2fs: waiting it out", seconds)
         await self._sleep(seconds)
 
-    async def _ask(self, subject: Subject) -> Salvaged:
-        messages = subject.messages(self._system_prompt)
-        defaults = self._fallback.defaults(subject.defaults_letter())
+    async def _ask(self, subject: Subject, history: SeenBefore | None) -> Salvaged:
+        letter = subject.defaults_letter()
+        cause = subject.cause or cause_of(letter.last_error, letter.parse_error)
+        messages = subject.messages(self._system_prompt, self._fallback.context(letter, cause.condition, history))
+        defaults = self._fallback.defaults(letter)
         self.calls += 1
         model = self._settings.model or f"openclaw/{self._settings.agent}"
         with self._telemetry.model_call(model, subject.key) as call:
@@ -205,13 +210,23 @@ class OpenClawSummarizer:
                 if self._telemetry.enabled:
                     for key, value in model_reply(response).items():
                         call.set(key, value)
-                return salvage_reply(content_of(response), self._runbook_ids, defaults, runbook_base=self._runbook_base)
             except SummaryError as exc:
                 call.fail(exc.reason)
                 raise
             except Exception as exc:  # a transport may raise its own errors
                 call.fail("error")
                 raise SummaryError("error", f"gateway call failed: {describe_transport_error(exc)}") from None
+            tokens = tokens_of(messages, response)
+            try:
+                salvaged = salvage_reply(
+                    content_of(response), self._runbook_ids, defaults, runbook_base=self._runbook_base
+                )
+            except SummaryError as exc:
+                call.fail(exc.reason)
+                count_tokens(self._metrics, self._settings.model or "default", "fallback", tokens)
+                raise
+        count_tokens(self._metrics, self._settings.model or "default", "openclaw", tokens)
+        return salvaged
 
     async def _failed(self, exc: SummaryError, admission: Admission) -> None:
         if exc.reason in QUALITY_REASONS:  # the gateway is up; only the reply was bad

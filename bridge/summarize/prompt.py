@@ -14,6 +14,13 @@ drawn per request:
 The JSON is written on one line (newlines inside strings are escaped), so no
 payload can start a line of its own, and none can guess the nonce to fake
 the END line.
+
+After the END line come the bridge's own blocks, under the same nonce
+(`Context`): RUNBOOKS, the few runbooks the dead letter most plausibly needs
+(by the fallback's matcher and the cause), one `- <id>: <use when>` line each;
+and HISTORY, when the cause was seen before (bridge.core.seen_before): one
+line of JSON whose operator note is data like the dead letter. The system
+prompt is the same for every request (a model server caches its prefix).
 """
 
 from __future__ import annotations
@@ -21,17 +28,23 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bridge.core.errors import ConfigError
 from bridge.core.models import DeadLetter
+from bridge.core.seen_before import SeenBefore
 from bridge.intake.redact import redact_value
 
 SYSTEM_PROMPT_FILE = "system.md"
 NONCE_BYTES = 12
 BEGIN = "-----BEGIN DEAD LETTER {nonce}-----"
 END = "-----END DEAD LETTER {nonce}-----"
+RUNBOOKS_BEGIN = "-----BEGIN RUNBOOKS {nonce}-----"
+RUNBOOKS_END = "-----END RUNBOOKS {nonce}-----"
+HISTORY_BEGIN = "-----BEGIN HISTORY {nonce}-----"
+HISTORY_END = "-----END HISTORY {nonce}-----"
 _WRAPPED = re.compile(
     r"^-----BEGIN DEAD LETTER (?P<nonce>[0-9a-f]+)-----\n(?P<body>.*)\n-----END DEAD LETTER (?P=nonce)-----$",
     re.MULTILINE,
@@ -47,24 +60,35 @@ def default_prompt_dir() -> Path:
     return packaged if packaged.is_dir() else here.parent / "prompts"
 
 
-def load_system_prompt(catalogue: list[dict[str, str]], directory: Path | None = None) -> str:
-    """`system.md` followed by the runbook ids and titles the model may choose from."""
+def load_system_prompt(directory: Path | None = None) -> str:
+    """`system.md`: the same for every request; the runbooks that may fit come with each dead letter."""
     path = (directory or default_prompt_dir()) / SYSTEM_PROMPT_FILE
     try:
         text = path.read_text(encoding="utf-8").strip()
     except OSError as exc:
         raise ConfigError([f"system prompt {path} cannot be read ({exc.strerror})"]) from None
-    lines = [catalogue_line(rb) for rb in catalogue]
-    catalogue_text = "\n".join(lines or ["(none)"])
-    return (
-        f"{text}\n\nRunbook catalogue (id: use when):\n{catalogue_text}\n"
-        "(end of the dlq-bridge instructions)"
-    )
+    return f"{text}\n(end of the dlq-bridge instructions)"
 
 
 def catalogue_line(runbook: dict[str, str]) -> str:
     """`- <id>: <use when>` (the title when the runbook has no "use when" line)."""
     return f"- {runbook['id']}: {runbook.get('use_when') or runbook['title']}"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the bridge adds after the dead letter: the runbooks that may fit, and the cause's history."""
+
+    runbooks: tuple[dict[str, str], ...] = ()
+    history: SeenBefore | None = None
+
+    def lines(self, nonce: str) -> list[str]:
+        found = [RUNBOOKS_BEGIN.format(nonce=nonce), *(catalogue_line(rb) for rb in self.runbooks),
+                 RUNBOOKS_END.format(nonce=nonce)] if self.runbooks else []
+        if self.history is not None:
+            facts = json.dumps(self.history.for_model(), ensure_ascii=False, sort_keys=True)
+            found += [HISTORY_BEGIN.format(nonce=nonce), facts, HISTORY_END.format(nonce=nonce)]
+        return found
 
 
 def envelope_json(dead_letter: DeadLetter) -> str:
@@ -73,14 +97,15 @@ def envelope_json(dead_letter: DeadLetter) -> str:
     return json.dumps(redact_value(fields), ensure_ascii=False, sort_keys=True)
 
 
-def user_message(dead_letter: DeadLetter, nonce: str | None = None) -> str:
-    """The dead letter between marker lines that carry a fresh random nonce."""
+def user_message(dead_letter: DeadLetter, nonce: str | None = None, context: Context | None = None) -> str:
+    """The dead letter between marker lines that carry a fresh random nonce, then the context blocks."""
     nonce = nonce or secrets.token_hex(NONCE_BYTES)
     return "\n".join([
         f"dlq-bridge dead letter {nonce}: the JSON between the two marker lines below is the whole of it.",
         BEGIN.format(nonce=nonce),
         envelope_json(dead_letter),
         END.format(nonce=nonce),
+        *(context.lines(nonce) if context else []),
     ])
 
 
@@ -90,8 +115,8 @@ def unwrap_dead_letter(text: str) -> str | None:
     return found.group("body") if found else None
 
 
-def build_messages(system_prompt: str, dead_letter: DeadLetter) -> list[dict[str, str]]:
+def build_messages(system_prompt: str, dead_letter: DeadLetter, context: Context | None = None) -> list[dict[str, str]]:
     return [
         {"role": "system", "content": system_prompt},
-        {"role": "user", "content": user_message(dead_letter)},
+        {"role": "user", "content": user_message(dead_letter, context=context)},
     ]

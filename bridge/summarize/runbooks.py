@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bridge.core.errors import ConfigError
 from bridge.core.models import DeadLetter
 
+CANDIDATES = 4  # runbooks shown to the model with each dead letter, besides the fallback one
 _FRONT_MATTER = re.compile(r"\A\+\+\+\s*\n(.*?)\n\+\+\+\s*(?:\n|\Z)", re.S)
 
 
@@ -77,9 +79,19 @@ class RunbookCatalog:
     def get(self, runbook_id: str) -> Runbook | None:
         return self._by_id.get(runbook_id)
 
-    def catalogue(self) -> list[dict[str, str]]:
-        """Ids, titles and "use when" lines, as given to the model to choose a hint from."""
-        return [{"id": rb.id, "title": rb.title, "use_when": rb.use_when} for rb in self._ordered]
+    def catalogue(self, runbooks: Iterable[Runbook] | None = None) -> list[dict[str, str]]:
+        """Ids, titles and "use when" lines (of `runbooks`, else all), as given to the model to choose from."""
+        chosen = self._ordered if runbooks is None else runbooks
+        return [{"id": rb.id, "title": rb.title, "use_when": rb.use_when} for rb in chosen]
+
+    def candidates(self, dead_letter: DeadLetter, also: Iterable[str] = (), limit: int = CANDIDATES) -> list[Runbook]:
+        """The runbooks the entry most plausibly needs: every one whose patterns match (in the order `match`
+        tries them), then `also` (ids the cause suggests), at most `limit`, and the fallback runbook last."""
+        text = match_text(dead_letter)
+        found = [rb for rb in self._ordered if not rb.fallback and rb.matches(text)]
+        found += [rb for rb in (self._by_id.get(i) for i in also) if rb is not None and not rb.fallback]
+        chosen = list(dict.fromkeys(found))[:limit]
+        return chosen + ([self._fallback] if self._fallback is not None else [])
 
     def match(self, dead_letter: DeadLetter) -> Runbook | None:
         """The first runbook whose patterns match the entry's error text."""

@@ -23,7 +23,7 @@ from bridge.core.models import DeadLetter
 from bridge.intake.cause import Cause, shared_cause
 from bridge.intake.fingerprint import fold_message
 from bridge.intake.redact import redact_value
-from bridge.summarize.prompt import BEGIN, END, NONCE_BYTES, build_messages
+from bridge.summarize.prompt import BEGIN, END, NONCE_BYTES, Context, build_messages
 
 CAUSE_PREFIX = "cause:"
 NUMBER_MARK = "#"
@@ -43,12 +43,12 @@ class Subject:
         a stand-in holding only the cause (built when the gateway is asked, not on every cache hit)."""
         return self.dead_letter if self.cause is None else stand_in(self.cause)
 
-    def messages(self, system_prompt: str) -> list[dict[str, str]]:
+    def messages(self, system_prompt: str, context: Context | None = None) -> list[dict[str, str]]:
         if self.cause is None:
-            return build_messages(system_prompt, self.dead_letter)
+            return build_messages(system_prompt, self.dead_letter, context)
         return [
             {"role": "system", "content": system_prompt},
-            {"role": "user", "content": cause_message(self.cause)},
+            {"role": "user", "content": cause_message(self.cause, context=context)},
         ]
 
 
@@ -87,15 +87,16 @@ def cause_fields(cause: Cause) -> dict[str, str | bool]:
     }
 
 
-def cause_message(cause: Cause, nonce: str | None = None) -> str:
+def cause_message(cause: Cause, nonce: str | None = None, context: Context | None = None) -> str:
     """The cause between the same marker lines a dead letter gets (one line of JSON, a fresh nonce),
-    redacted once more on the way out, as a dead letter is (defence in depth)."""
+    redacted once more on the way out, as a dead letter is (defence in depth); then the context blocks."""
     nonce = nonce or secrets.token_hex(NONCE_BYTES)
     return "\n".join([
         f"dlq-bridge shared cause {nonce}: the JSON between the two marker lines below is the whole of it.",
         BEGIN.format(nonce=nonce),
         json.dumps(redact_value(cause_fields(cause)), ensure_ascii=False, sort_keys=True),
         END.format(nonce=nonce),
+        *(context.lines(nonce) if context else []),
     ])
 
 

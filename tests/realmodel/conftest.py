@@ -20,7 +20,6 @@ import pytest
 
 from bridge.intake.chain import normalize
 from bridge.summarize.prompt import build_messages, load_system_prompt
-from bridge.summarize.runbooks import RunbookCatalog
 from tests.conftest import envelope_entry
 from tests.support.model_server import ModelServer, find_model, start_model_server
 from tests.support.openclaw_gateway import Gateway, find_gateway, start_gateway
@@ -33,7 +32,7 @@ def warm_up(url: str, token: str | None = None) -> float:
     """One bridge-shaped call, so the tests time warm calls (the prompt prefix is then cached)."""
     dl = normalize(envelope_entry(job_id="warm-up", last_error="TimeoutError: warm-up"), "dead_letter:warm")
     body = {"model": "openclaw/dlq-summarizer", "temperature": 0, "stream": False,
-            "messages": build_messages(load_system_prompt(RunbookCatalog.load().catalogue()), dl)}
+            "messages": build_messages(load_system_prompt(), dl)}
     headers = {"Content-Type": "application/json", "x-openclaw-agent-id": "dlq-summarizer"}
     if token:
         headers["Authorization"] = f"Bearer {token}"

@@ -150,6 +150,8 @@ def _alert_context(alert: Alert) -> dict[str, object]:
             ("Attempts", "?" if dl.attempts is None else str(dl.attempts)),
             ("Correlation id", dl.correlation_id or "—"),
             ("First failed at", dl.first_failed_at or "—"),
+            *([("Seen before", alert.seen_before.line().removeprefix("Seen before: "))]
+              if alert.seen_before is not None else []),
         ],
         "cause": "" if alert.cause_repeats_error else summary.likely_cause,
         "steps": list(summary.next_steps),
