@@ -39,7 +39,7 @@ def start_bridge(
     )
 
 
-def wait_healthz(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> dict[str, Any]:
+def wait_healthz(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 120.0) -> dict[str, Any]:
     """Poll /healthz until 200; fails with the process's stderr if it died."""
     deadline = time.monotonic() + timeout_s
     last: Any = None
