@@ -1,3 +1,3 @@
 """dlq-bridge: dead letters in, actionable alerts out."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
