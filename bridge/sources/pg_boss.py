@@ -26,8 +26,7 @@ from bridge.core.resolves import Reason
 from bridge.sources.mapping import Mapped, to_int
 from bridge.sources.pg_rows import bounded, first_line_error, iso_of, json_or_text, quoted, score_of, time_of
 from bridge.sources.watched import StoreCap, WatchedSource
-from bridge.sources.watched_table import After, Query, WatchedTable
-from bridge.stores.cursor import Cursor
+from bridge.sources.watched_table import After, Query, table_source
 
 KIND = "pgboss"
 UUID_LEN = 36
@@ -159,17 +158,5 @@ def pgboss_source(
     clock: Callable[[], float] = time.time,
 ) -> WatchedSource:
     """The failed jobs of the listed queues, or of every queue when empty."""
-    table = WatchedTable(
-        db,
-        Cursor(bridge, name, lease_s=lease_s),
-        PgBossMapper(schema, queues or [], archive_failed_after_s),
-        name,
-        poll_s=poll_s,
-        settle_s=settle_s,
-        clock=clock,
-    )
-
-    async def discover() -> list[WatchedTable]:
-        return [table]
-
-    return WatchedSource(name, discover, on_close=db.close)
+    mapper = PgBossMapper(schema, queues or [], archive_failed_after_s)
+    return table_source(name, db, bridge, mapper, lease_s=lease_s, poll_s=poll_s, settle_s=settle_s, clock=clock)

@@ -25,8 +25,7 @@ from bridge.core.resolves import Reason
 from bridge.sources.mapping import Mapped, to_int
 from bridge.sources.pg_rows import bounded, first_line_error, iso_of, quoted, score_of, time_of
 from bridge.sources.watched import StoreCap, WatchedSource
-from bridge.sources.watched_table import After, Query, WatchedTable
-from bridge.stores.cursor import Cursor
+from bridge.sources.watched_table import After, Query, table_source
 
 KIND = "delayed_job"
 SCORE = score_of("failed_at")
@@ -131,17 +130,5 @@ def delayed_job_source(
     clock: Callable[[], float] = time.time,
 ) -> WatchedSource:
     """The failed jobs of the listed queues, or of every queue when empty."""
-    walker = WatchedTable(
-        db,
-        Cursor(bridge, name, lease_s=lease_s),
-        DelayedJobMapper(schema, table, queues or []),
-        name,
-        poll_s=poll_s,
-        settle_s=settle_s,
-        clock=clock,
-    )
-
-    async def discover() -> list[WatchedTable]:
-        return [walker]
-
-    return WatchedSource(name, discover, on_close=db.close)
+    mapper = DelayedJobMapper(schema, table, queues or [])
+    return table_source(name, db, bridge, mapper, lease_s=lease_s, poll_s=poll_s, settle_s=settle_s, clock=clock)

@@ -22,8 +22,7 @@ from bridge.core.resolves import Reason
 from bridge.sources.mapping import Mapped, to_int
 from bridge.sources.pg_rows import bounded, json_or_text, quoted
 from bridge.sources.watched import StoreCap, WatchedSource
-from bridge.sources.watched_table import After, Query, WatchedTable
-from bridge.stores.cursor import Cursor
+from bridge.sources.watched_table import After, Query, table_source
 
 KIND = "procrastinate"
 NO_ERROR_TEXT = "job failed (Procrastinate keeps no error text in the database: see the worker's log)"
@@ -118,17 +117,5 @@ def procrastinate_source(
     clock: Callable[[], float] = time.time,
 ) -> WatchedSource:
     """The failed jobs of the listed queues, or of every queue when empty."""
-    table = WatchedTable(
-        db,
-        Cursor(bridge, name, lease_s=lease_s),
-        ProcrastinateMapper(schema, queues or []),
-        name,
-        poll_s=poll_s,
-        settle_s=settle_s,
-        clock=clock,
-    )
-
-    async def discover() -> list[WatchedTable]:
-        return [table]
-
-    return WatchedSource(name, discover, on_close=db.close)
+    mapper = ProcrastinateMapper(schema, queues or [])
+    return table_source(name, db, bridge, mapper, lease_s=lease_s, poll_s=poll_s, settle_s=settle_s, clock=clock)

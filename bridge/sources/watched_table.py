@@ -28,7 +28,7 @@ from bridge.sources.kinds import KindRecord, Receipt
 from bridge.sources.leaving import LeaveNote
 from bridge.sources.mapping import Mapped, to_raw
 from bridge.sources.source import AckNote
-from bridge.sources.watched import Forward, StoreCap, StoreFill, resolve_parcel
+from bridge.sources.watched import Forward, StoreCap, StoreFill, WatchedSource, resolve_parcel
 from bridge.stores.cursor import Cursor, Position
 
 PAGE = 200
@@ -246,3 +246,25 @@ class WatchedTable:
             return StoreFill(self.key, count, None)
         age_s = max(0, int(rows[0]["age_s"] or 0))
         return StoreFill(self.key, age_s, replace(cap, level=age_s))
+
+
+def table_source(
+    name: str,
+    db: PgReader,
+    bridge: Any,
+    mapper: TableMapper,
+    *,
+    lease_s: float,
+    poll_s: float,
+    settle_s: float,
+    clock: Callable[[], float] = time.time,
+) -> WatchedSource:
+    """One job system's table of failed jobs as a source: one walker on the source's cursor."""
+    table = WatchedTable(
+        db, Cursor(bridge, name, lease_s=lease_s), mapper, name, poll_s=poll_s, settle_s=settle_s, clock=clock
+    )
+
+    async def discover() -> list[WatchedTable]:
+        return [table]
+
+    return WatchedSource(name, discover, on_close=db.close)
