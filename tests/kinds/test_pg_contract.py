@@ -33,6 +33,10 @@ class PgKind(WatchedKind):
         finally:
             self.db.drop()
 
+    def walk(self) -> dict[str, Any]:
+        """The walker's timers for the contract: no poll interval, no settle window, the test's clock."""
+        return {"lease_s": LEASE_S, "poll_s": 0.0, "settle_s": 0.0, "clock": self.now}
+
     def pg_reader(self, url: str | None = None) -> PgReader:
         return PgReader(SecretStr(url or self.db.url))
 
@@ -57,9 +61,7 @@ class TestPgBoss(PgKind):
     async def reader(self, consumer: str) -> KindReader:
         from bridge.sources.pg_boss import pgboss_source
 
-        return pgboss_source(
-            "pgboss", self.pg_reader(), self.client(), lease_s=LEASE_S, poll_s=0.0, settle_s=0.0, clock=self.now
-        )
+        return pgboss_source("pgboss", self.pg_reader(), self.client(), **self.walk())
 
     async def inject_garbage(self) -> None:
         await asyncio.to_thread(pg_producers.produce_pgboss, self.db.url, "junk", 1, 1)
@@ -94,15 +96,7 @@ class TestProcrastinate(PgKind):
     async def reader(self, consumer: str) -> KindReader:
         from bridge.sources.pg_procrastinate import procrastinate_source
 
-        return procrastinate_source(
-            "procrastinate",
-            self.pg_reader(),
-            self.client(),
-            lease_s=LEASE_S,
-            poll_s=0.0,
-            settle_s=0.0,
-            clock=self.now,
-        )
+        return procrastinate_source("procrastinate", self.pg_reader(), self.client(), **self.walk())
 
     async def inject_garbage(self) -> None:
         await asyncio.to_thread(pg_producers.produce_procrastinate, self.db.url, "junk", 1)
@@ -127,15 +121,7 @@ class TestDelayedJob(PgKind):
     async def reader(self, consumer: str) -> KindReader:
         from bridge.sources.pg_delayed_job import delayed_job_source
 
-        return delayed_job_source(
-            "delayed_job",
-            self.pg_reader(),
-            self.client(),
-            lease_s=LEASE_S,
-            poll_s=0.0,
-            settle_s=0.0,
-            clock=self.now,
-        )
+        return delayed_job_source("delayed_job", self.pg_reader(), self.client(), **self.walk())
 
     async def inject_garbage(self) -> None:
         await asyncio.to_thread(pg_producers.produce_delayed_job, self.db.url, "junk", 1)
