@@ -21,7 +21,9 @@ import redis.asyncio as aioredis
 
 from tests.support.rollout import Outcome, build_release, checkout, previous, roll
 
-pytestmark = pytest.mark.failure
+# Two releases side by side under a steady stream, with kill -9 and SIGTERM: minutes on a loaded machine
+# (each wait inside polls its condition; 120 s, the suite's bound, was hit at load 5 on 2 cores).
+pytestmark = [pytest.mark.failure, pytest.mark.timeout(600)]
 
 NONE = {"hook": 0, "grouped": 0, "pd": 0}
 
