@@ -271,6 +271,12 @@ def produce_celery(names: CeleryNames, count: int) -> list[str]:
     sent = subprocess.run(
         [sys.executable, "-c", code, str(count)], cwd=ROOT, env=env, check=True, timeout=60, capture_output=True
     )
+    work_until_dead(names, env, count)
+    return sent.stdout.decode().split()
+
+
+def work_until_dead(names: CeleryNames, env: dict[str, str], count: int) -> None:
+    """Run a real Celery worker on the work queue until `count` tasks are dead-lettered."""
     worker = subprocess.Popen(
         [
             *CELERY_WORKER,
@@ -295,7 +301,6 @@ def produce_celery(names: CeleryNames, count: int) -> list[str]:
         # worker to finish, and its warm (or cold) shutdown waits ~10 s on the broker connection.
         worker.kill()
         worker.wait(timeout=30)
-    return sent.stdout.decode().split()
 
 
 def delete_celery(names: CeleryNames) -> None:

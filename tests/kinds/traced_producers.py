@@ -56,25 +56,7 @@ def produce_celery(names: CeleryNames, count: int) -> dict[str, str]:
     sent = subprocess.run(
         [sys.executable, "-c", _CELERY_SEND, str(count)], cwd=ROOT, env=env, check=True, timeout=60, capture_output=True
     )
-    worker = subprocess.Popen(
-        [
-            *producers.CELERY_WORKER,
-            "-Q",
-            names.work_queue,
-            "--without-heartbeat",
-            "--without-mingle",
-            "--without-gossip",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        producers._wait_for(lambda: producers.dlq_count(names) >= count, 60, "Celery's dead-letter queue")
-    finally:
-        worker.kill()
-        worker.wait(timeout=30)
+    producers.work_until_dead(names, env, count)
     return dict(json.loads(sent.stdout))
 
 
