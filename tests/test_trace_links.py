@@ -184,7 +184,7 @@ def _page_client(entry: EntryView, trace_link: Any) -> httpx.AsyncClient:
             return []
 
     app = FastAPI()
-    app.include_router(pages_router(lambda: Service(), None, None, trace_link))
+    app.include_router(pages_router(lambda: Service(), None, trace_link=trace_link))
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console.test")
 
 

@@ -80,7 +80,7 @@ def _no_trace_link(_trace_id: str) -> str | None:
 class Pages:
     """The page handlers; `service()` is None until the runtime has started."""
 
-    def __init__(self, service: ServiceGetter, runbook_base_url: str | None, auth: Authenticator,
+    def __init__(self, service: ServiceGetter, runbook_base_url: str | None, auth: Authenticator, *,
                  refresh_s: float = 15.0, trace_link: TraceLinker = None) -> None:
         self._service = service
         self._refresh_s = refresh_s
@@ -165,12 +165,13 @@ class Pages:
 
 
 def pages_router(service: ServiceGetter, runbook_base_url: str | None,
-                 auth: Authenticator | None = None, refresh_s: float = 15.0,
+                 auth: Authenticator | None = None, *, refresh_s: float = 15.0,
                  trace_link: TraceLinker = None) -> APIRouter:
     """The `/console/` routes (GET only, and the sign-in ones; the actions are the JSON API's).
 
     `trace_link`: `[tracing] trace_url` applied to a validated trace id (entry pages link a job's trace)."""
-    pages = Pages(service, runbook_base_url, auth or Authenticator(None, ConsoleAuthSettings()), refresh_s, trace_link)
+    pages = Pages(service, runbook_base_url, auth or Authenticator(None, ConsoleAuthSettings()),
+                  refresh_s=refresh_s, trace_link=trace_link)
     router = APIRouter(prefix="/console", include_in_schema=False)
     if auth is not None and auth.settings.oidc is not None:  # authlib and joserfc load only for a sign-in
         from bridge.console.oidc import oidc_router
