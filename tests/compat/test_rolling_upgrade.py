@@ -38,9 +38,9 @@ def previous_python() -> str:
 
 
 def assert_nothing_lost(outcome: Outcome) -> None:
-    assert outcome.lost == NONE, f"jobs never alerted, per sink: {outcome.lost}"
+    assert outcome.lost == NONE, f"jobs never alerted, per sink: {outcome.lost} ({outcome.left} still waiting in Redis)"
     assert outcome.twice == NONE, f"jobs sent under two keys: {outcome.twice}"
-    assert outcome.left == 0, "left in processing lists, outboxes or sink queues"
+    assert outcome.left == 0, "left in processing lists, outboxes, sink queues or groups"
     assert outcome.undeliverable == 0, "nothing recorded as undeliverable"
     assert not outcome.tracebacks, "\n".join(outcome.tracebacks)
 
