@@ -17,6 +17,7 @@ test runs against a real Redis (and, for RabbitMQ and SQS, the real peer when in
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -28,7 +29,7 @@ from bridge.stores import keys
 from bridge.stores.handoff import HandOff
 from tests.support.receiver import make_alert
 
-CLAIM_TRIES = 8
+CLAIM_WAIT_S = 15.0  # a broker may hand out a just-published message a moment later under load
 
 
 class PortContract:
@@ -55,10 +56,12 @@ class PortContract:
     async def claim(self, port: Source, count: int) -> list[Claimed]:
         await port.rescan()
         found: list[Claimed] = []
-        for _ in range(CLAIM_TRIES):
-            found += await port.claim_batch(count - len(found))
-            if len(found) >= count:
-                break
+        deadline = time.monotonic() + CLAIM_WAIT_S
+        while len(found) < count and time.monotonic() < deadline:
+            batch = await port.claim_batch(count - len(found))
+            found += batch
+            if not batch:
+                await asyncio.sleep(0.05)
         assert len(found) == count, f"claimed {len(found)} of {count}"
         return found
 
