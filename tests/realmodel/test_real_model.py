@@ -41,20 +41,21 @@ def openclaw(url: str, **extra: Any) -> dict[str, Any]:
             "calls_per_minute": 0, **extra}
 
 
-async def summarize_all(settings: Settings, aredis: aioredis.Redis) -> list[Summary]:
+async def summarize_all(settings: Settings, aredis: aioredis.Redis,
+                        failures: list[tuple[str, str, str]] = FAILURES) -> list[Summary]:
     async with httpx.AsyncClient(trust_env=False) as http:
         summarizer = build_summarizer(settings, RunbookCatalog.load(), aredis, http, Metrics(), Health())
         found = []
-        for queue, job, error in FAILURES:
+        for queue, job, error in failures:
             raw = envelope_entry(queue=queue, job_id=f"{job}-1", job_name=job, last_error=error)
             found.append(await summarizer.summarize(normalize(raw, f"dead_letter:{queue}")))
         await summarizer.aclose()
     return found
 
 
-def assert_real_summaries(found: list[Summary]) -> None:
+def assert_real_summaries(found: list[Summary], failures: list[tuple[str, str, str]] = FAILURES) -> None:
     ids = set(RunbookCatalog.load().ids())
-    assert len(found) == len(FAILURES)
+    assert len(found) == len(failures)
     for summary in found:
         assert summary.source == "openclaw", (summary.fallback_reason, summary)
         assert summary.runbook_hint in ids | {""}
@@ -67,18 +68,6 @@ async def test_three_dead_letters_through_the_real_model(
     found = await summarize_all(make_settings(openclaw=openclaw(model_server.url)), aredis)
     assert_real_summaries(found)
     assert [json.loads(c)["response_format"] for c in model_server.calls[-3:]] == ["json_schema"] * 3
-
-
-async def test_three_dead_letters_through_the_real_gateway_in_front_of_the_model(
-    model_gateway: Gateway, model_server: ModelServer, make_settings: Callable[..., Settings], aredis: aioredis.Redis
-) -> None:
-    before = len(model_server.calls)
-    found = await summarize_all(make_settings(openclaw=openclaw(model_gateway.url)), aredis)
-    assert_real_summaries(found)
-    calls = [json.loads(c) for c in model_server.calls[before:]]
-    assert calls and all(c["system_chars"] > 0 for c in calls)
-    print(f"\ngateway -> model: system prompt {calls[-1]['system_chars']} chars, "
-          f"{calls[-1]['usage']['prompt_tokens']} prompt tokens, response_format {calls[-1]['response_format']}")
 
 
 INJECTION = (
@@ -142,3 +131,20 @@ async def test_an_outage_over_three_queues_is_one_real_model_call(
     assert len({s.draft().model_dump_json() for s in found}) == 1  # the one summary (repairs are not cached)
     text = " ".join([found[0].title, found[0].likely_cause]).lower()
     assert not any(job in text for job in ("charge_card", "ship_order", "send_receipt")), text
+
+
+# Last in the file: the model server keeps one evaluated prefix, and the gateway's system prompt is not
+# the bridge's, so the direct tests above all reuse the warm-up's prefix.
+async def test_a_dead_letter_through_the_real_gateway_in_front_of_the_model(
+    model_gateway: Gateway, model_server: ModelServer, make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    """One dead letter: the gateway's own system prompt triples the prompt (3,100 tokens), so each call
+    through it costs minutes of CPU on a loaded machine; quality over several is the direct test's."""
+    before = len(model_server.calls)
+    one = FAILURES[1:2]
+    found = await summarize_all(make_settings(openclaw=openclaw(model_gateway.url)), aredis, one)
+    assert_real_summaries(found, one)
+    calls = [json.loads(c) for c in model_server.calls[before:]]
+    assert calls and all(c["system_chars"] > 0 for c in calls)
+    print(f"\ngateway -> model: system prompt {calls[-1]['system_chars']} chars, "
+          f"{calls[-1]['usage']['prompt_tokens']} prompt tokens, response_format {calls[-1]['response_format']}")
