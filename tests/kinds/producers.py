@@ -128,18 +128,32 @@ def produce_rq(
             rq_queue.enqueue(f"tests.producers.rq_jobs.{job}", i + 1, token="tok-s3cret", failure_ttl=failure_ttl)
             for i in range(count)
         ]
+        run_rq_burst(client, redis_url, queue)
     finally:
         client.close()
-    worker = [sys.executable, "-c", "from rq.cli import main; main()", "worker", "--burst", "--url", redis_url]
-    subprocess.run(
-        [*worker, "--worker-class", "rq.worker.SimpleWorker", "--quiet", queue],
-        cwd=ROOT,
-        check=True,
-        timeout=120,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     return [job.id for job in jobs]
+
+
+def run_rq_burst(client: redis.Redis, redis_url: str, queue: str) -> None:
+    """A real `rq worker --burst` over `queue`, killed once it has registered its death.
+
+    RQ 3.0's worker then stops its pub/sub thread, which can sit up to 60 s in a blocking read
+    (`run_in_thread(sleep_time=60)`): a third of the suite's RQ productions took 60.5 s instead of
+    0.3 s. Its jobs are all in the failed registry by then; nothing is left for it to do.
+    """
+    name = f"producer-{uuid.uuid4().hex[:12]}"
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "from rq.cli import main; main()", "worker", "--burst", "--url", redis_url,
+         "--worker-class", "rq.worker.SimpleWorker", "--name", name, "--quiet", queue],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for(lambda: worker.poll() is not None or client.hexists(f"rq:worker:{name}", "death"), 120,
+                  "RQ's burst worker")
+        assert worker.poll() in (None, 0), f"rq worker exited with {worker.returncode}"
+    finally:
+        worker.kill()
+        worker.wait(timeout=30)
 
 
 def rq_failed_registry(redis_url: str, queue: str, action: str, *job_ids: str) -> None:
@@ -284,6 +298,11 @@ def work_until_dead(names: CeleryNames, env: dict[str, str], count: int) -> None
             "error",
             "-Q",
             names.work_queue,
+            # A node name of its own: two workers named celery@<host> at once (two tests on two
+            # xdist workers) clash on their remote-control queue, and one never consumed (1 in 2
+            # concurrent productions waited out the whole timeout).
+            "-n",
+            f"producer-{uuid.uuid4().hex[:12]}@%h",
             "--without-heartbeat",
             "--without-mingle",
             "--without-gossip",
@@ -294,8 +313,8 @@ def work_until_dead(names: CeleryNames, env: dict[str, str], count: int) -> None
         stderr=subprocess.DEVNULL,
     )
     try:
-        # 180 s: a cold worker on a loaded machine
-        _wait_for(lambda: dlq_count(names) >= count, 180, "Celery's dead-letter queue")
+        # 90 s: a cold worker on a loaded machine (16-22 s seen at load 5)
+        _wait_for(lambda: dlq_count(names) >= count, 90, "Celery's dead-letter queue")
     finally:
         # Every task has been rejected into the DLQ (or the wait failed): nothing is left for the
         # worker to finish, and its warm (or cold) shutdown waits ~10 s on the broker connection.

@@ -389,7 +389,6 @@ class TestRedisStream(KindContract):
         self.sync_redis.xadd("dead_letters", {"payload": b"\xff\x00 not json"})
 
 
-@pytest.mark.timeout(300)  # a cold Celery worker on a loaded machine may take 3 minutes to dead-letter
 class TestRabbitMQCelery(KindContract):
     expected_job_name = "shop.reserve_stock"
     expected_error_text = "rejected"

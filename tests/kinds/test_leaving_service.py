@@ -255,7 +255,6 @@ class TestBullMQLeaving(BullMQKind, LeavingService):
         assert self.resolved() == Counter({self.trigger_keys()[job]: 2}), "sent again, never a third time"
 
 
-@pytest.mark.timeout(300)  # `rq worker --burst` took ~60 s per production at load 5-18 (docs/testing.md)
 class TestRQLeaving(LeavingService):
     kind = "rq"
     short_lived: ClassVar[int] = 3  # failure_ttl (s) of the job RQ will expire

@@ -347,7 +347,6 @@ class TestRedisStreamService(KindService):
         return sum(int(g["pending"]) + int(g.get("lag") or 0) for g in groups)
 
 
-@pytest.mark.timeout(300)  # a cold Celery worker on a loaded machine may take 3 minutes to dead-letter
 class TestRabbitMQCeleryService(KindService):
     kind = "rabbitmq"
     expected_job_name = "shop.reserve_stock"
