@@ -107,6 +107,8 @@ async def assert_traced(b: Bridge, traces: dict[str, str], job_id_of: Callable[[
     cards = " ".join(b.cards())
     for trace_id in traces.values():
         assert f"<{TRACE_URL.replace('{trace_id}', trace_id)}|View trace>" in cards
+    fields = ("job_id", "trace_id", "trace_url", "traceparent")
+    print(f"\nwebhook: {json.dumps({f: body[f] for f in fields})}\nSlack card: {b.cards()[0]}")  # shown with -s
 
 
 async def test_celery_traced_by_its_real_instrumentation_links_each_alert_to_its_trace(bridge: Bridge) -> None:
