@@ -8,7 +8,6 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
-import psycopg
 import pytest
 import redis
 import redis.asyncio as aioredis
@@ -135,6 +134,8 @@ async def test_a_select_only_role_reads_every_failed_job_and_the_session_cannot_
     reader_url = db.grant_select_only(kind.schema)
     records = await drain(readers(reader_url))
     assert sorted(r.job_id for r in records) == sorted(job_ids)
+    import psycopg  # here, not at the top: without the `postgres` extra every test here skips, saying why
+
     owner = PgReader(SecretStr(db.url))  # even a role that could write gets a read-only session
     try:
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):

@@ -26,9 +26,17 @@ from tests.support.peers import INSTALL_HINT
 
 def celery_otel_missing() -> str | None:
     for module in ("opentelemetry.instrumentation.celery", "opentelemetry.sdk"):
-        if importlib.util.find_spec(module) is None:
+        if not _installed(module):
             return f"celery tracing: `{module}` is not installed ({INSTALL_HINT}: pip extra `peers`)"
     return producers.rabbitmq_missing()
+
+
+def _installed(module: str) -> bool:
+    """find_spec of a dotted name imports its parents, and raises when one of them is missing."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def bullmq_otel_missing() -> str | None:
