@@ -28,20 +28,18 @@ TOKEN = "gw-token-real-model-1"
 WARM_UP_TIMEOUT_S = 1200  # the cold call evaluates the whole system prompt: 25-35 s idle, minutes on a busy machine
 
 
-def warm_up(url: str, token: str | None = None) -> float:
+def warm_up(url: str) -> float:
     """One bridge-shaped call, so the tests time warm calls (the prompt prefix is then cached)."""
     dl = normalize(envelope_entry(job_id="warm-up", last_error="TimeoutError: warm-up"), "dead_letter:warm")
     body = {"model": "openclaw/dlq-summarizer", "temperature": 0, "stream": False,
             "messages": build_messages(load_system_prompt(), dl)}
     headers = {"Content-Type": "application/json", "x-openclaw-agent-id": "dlq-summarizer"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(body).encode(), headers=headers)
     started = time.monotonic()
     with urllib.request.urlopen(request, timeout=WARM_UP_TIMEOUT_S) as response:
         response.read()
     took = time.monotonic() - started
-    print(f"\nreal model warm-up via {url}: {took:.1f}s")
+    print(f"\nreal model warm-up: {took:.1f}s")
     return took
 
 

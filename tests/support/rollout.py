@@ -26,7 +26,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bridge.core.formats import TEST_POSE_ENV
-from bridge.stores import keys
+from bridge.stores.groups import GroupReader
 from tests.support.bridge_process import archived, remaining, write_config
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply
@@ -290,13 +290,12 @@ async def newer_waiting(client: aioredis.Redis) -> int:
 
 
 async def held_in_groups(client: aioredis.Redis) -> int:
-    """Jobs counted into a group whose digest has not gone out yet (`count` - `notified`)."""
+    """Jobs counted into an open group whose digest has not gone out yet (`count` - `notified`)."""
     held = 0
-    async for due in client.scan_iter(match=keys.groups_due("*")):
-        name = due.decode()
-        sink = name[name.index("{") + 1:name.index("}")]
-        for group in await client.zrange(due, 0, -1):
-            count, notified = await client.hmget(keys.group(sink, group.decode()), ["count", "notified"])
+    for sink in SINKS:
+        reader = GroupReader(client, sink)
+        for group in await reader.due(TOTAL):
+            (count, notified, *_), _queues = await reader.summary(group)
             held += max(0, int(count or 0) - int(notified or 0))
     return held
 
