@@ -154,10 +154,12 @@ async def open_runtime(
         kinds = Built([])
         telemetry = build_telemetry(settings.tracing, release)
         stack.enter_context(log_ids(telemetry))
+        trends = TrendCounter(TrendStore(client), time.time)
         try:
             summarizer = build_summarizer(
                 settings, runbooks, client, http, metrics, health,
                 cache_writes=cache_writes, batch_cache_writes=cache_writes, formats=formats, telemetry=telemetry,
+                on_tokens=trends.count_tokens,
             )
             dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout, formats=formats,
                                           telemetry=telemetry)
@@ -190,7 +192,7 @@ async def open_runtime(
                 memory=memory,
                 fleet=fleet,
                 search_index=SearchIndex(client),
-                trends=TrendCounter(TrendStore(client), time.time),
+                trends=trends,
                 trace_link=settings.tracing.trace_link,
                 seen_before=SeenBeforeStore(client),
             )
@@ -200,6 +202,7 @@ async def open_runtime(
             )
             await dispatcher.aclose()
             await summarizer.aclose()
+            await trends.close()  # the last FLUSH_S of counts
         finally:
             await kinds.close()
             await http.aclose()

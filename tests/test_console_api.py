@@ -23,6 +23,7 @@ from bridge.runtime import Runtime, open_runtime
 from bridge.settings import Settings
 from bridge.stores import keys
 from tests.conftest import envelope_entry
+from tests.support.fake_gateway import FakeGateway
 from tests.support.http_server import serve
 from tests.support.receiver import Receiver, Reply
 
@@ -55,10 +56,12 @@ def console_app(runtime: Runtime) -> FastAPI:
 @asynccontextmanager
 async def rig(make_settings: Callable[..., Settings], token: str | None = TOKEN,
               hook_reply: Reply | None = None, slack_group: str = "none",
-              auth: ConsoleAuthSettings | None = None, **sections: Any) -> AsyncIterator[Rig]:
+              auth: ConsoleAuthSettings | None = None, env: dict[str, str] | None = None,
+              **sections: Any) -> AsyncIterator[Rig]:
     slack, pd, hook = Receiver(), Receiver(default=Reply(202)), Receiver(default=hook_reply or Reply(200))
     async with serve(slack.app) as s, serve(pd.app) as p, serve(hook.app) as h:
         environ = {"DLQ_BRIDGE_CONSOLE_TOKEN": token} if token else {}
+        environ.update(env or {})
         settings = make_settings(environ, **{"delivery": FAST, **sections}, console={"enabled": True}, sinks=[
             {"name": "slack", "type": "slack", "group_by": slack_group, "group_wait_s": 3600, "url": f"{s}/hook",
              "messages_per_second": 100},
@@ -286,3 +289,25 @@ async def test_the_overview_shows_the_memory_plan_for_the_last_hours_rate(
     assert plan["projected_bytes"] > 36 * 24 * 30 * 142, "the webhook's ledger alone, a day of keys"
     assert plan["largest"].startswith("archive, records and search index")
     assert plan["maxmemory_bytes"] == 0 and plan["warn"] is False, "the suite's Redis has no maxmemory"
+
+
+async def test_the_overview_counts_the_models_tokens_per_day_fleet_wide(
+    make_settings: Callable[..., Settings], aredis: aioredis.Redis
+) -> None:
+    gateway = FakeGateway(usage={"prompt_tokens": 1234, "completion_tokens": 99, "total_tokens": 1333})
+    for job, error in (("t1", "TimeoutError: warehouse API timed out"), ("t2", "KeyError: 'sku'")):
+        await aredis.lpush("dead_letter:orders", envelope_entry(job_id=job, last_error=error))
+    async with serve(gateway.app()) as gw, rig(
+        make_settings, env={"OPENCLAW_GATEWAY_TOKEN": "gw-token"}, openclaw={"url": gw, "timeout_s": 5}
+    ) as r:
+        await r.drain()
+        deadline = asyncio.get_running_loop().time() + 10  # the counts are written within FLUSH_S (2 s)
+        while True:
+            overview = (await r.api.get("/api/v1/overview")).json()
+            today = overview["gateway"]["tokens_per_day"][0]
+            if today["calls"] or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.1)
+    assert gateway.calls == 2
+    assert today["calls"] == 2 and today["prompt_tokens"] == 2468 and today["completion_tokens"] == 198
+    assert today["estimated_calls"] == 0 and len(overview["gateway"]["tokens_per_day"]) == 7

@@ -46,3 +46,32 @@ async def test_a_bucket_holds_at_most_fields_max_fields_but_always_counts_all(ar
     assert await aredis.hlen(bucket) <= trends.FIELDS_MAX
     assert int(await aredis.hget(bucket, "all")) == trends.FIELDS_MAX + 1, "the total is never capped"
     assert await aredis.hget(bucket, "q:one-more") is None
+
+
+async def test_model_tokens_are_counted_per_utc_day_today_first(aredis: aioredis.Redis) -> None:
+    clock = [NOW - 86400]
+    counter = TrendCounter(TrendStore(aredis), lambda: clock[0])
+    counter.count_tokens(1200, 110, False)
+    clock[0] = NOW
+    counter.count_tokens(1000, 100, False)
+    counter.count_tokens(300, 20, True)
+    await counter.close()
+    days = await TrendStore(aredis).tokens_per_day(NOW)
+    assert len(days) == trends.TOKEN_DAYS
+    today, yesterday = days[0], days[1]
+    assert today.day == int(NOW) // 86400 * 86400
+    assert (today.calls, today.prompt, today.completion, today.estimated) == (2, 1300, 120, 1)
+    assert (yesterday.calls, yesterday.prompt, yesterday.completion, yesterday.estimated) == (1, 1200, 110, 0)
+    assert all(d.calls == 0 for d in days[2:])
+    assert await aredis.hget(keys.trend_day(int(NOW) // 86400 - 1), "tokens:estimated") is None, "no zero fields"
+
+
+async def test_a_full_day_bucket_still_counts_the_tokens(aredis: aioredis.Redis) -> None:
+    counter = TrendCounter(TrendStore(aredis), lambda: NOW)
+    for i in range(trends.FIELDS_MAX):
+        counter.count(f"q{i}", "")
+    await counter.close()
+    counter.count_tokens(500, 50, False)
+    await counter.close()
+    today = (await TrendStore(aredis).tokens_per_day(NOW))[0]
+    assert (today.calls, today.prompt, today.completion) == (1, 500, 50)

@@ -7,6 +7,7 @@ groups' `GroupReader` (bridge.stores.groups), `read_gate` (bridge.stores.gateway
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +23,7 @@ from bridge.console.views import (
     HealthState,
     SinkView,
     SummarySourceCounts,
+    TokenDayView,
 )
 from bridge.core import names
 from bridge.core.health import Health
@@ -32,6 +34,7 @@ from bridge.settings import OpenClawSettings, SinkSettings
 from bridge.stores.gateway_gate import read_gate
 from bridge.stores.groups import GroupReader
 from bridge.stores.sink_queue import SinkQueue
+from bridge.stores.trends import TokenDay, TrendStore
 
 GROUPS_MAX = 200
 MEMBERS_MAX = 500
@@ -71,15 +74,22 @@ def _health(health: Health | None, sink: str) -> tuple[HealthState, str]:
 
 
 async def gateway_view(
-    client: redis.Redis, settings: OpenClawSettings | None, summaries: SummarySourceCounts
+    client: redis.Redis, settings: OpenClawSettings | None, summaries: SummarySourceCounts, now: float
 ) -> GatewayView:
     if settings is None:
         return GatewayView(configured=False, breaker="unknown", calls_per_minute=0, budget_left=None,
                            summaries_last_hour=summaries)
     gate = await read_gate(client, settings)
+    days = await TrendStore(client).tokens_per_day(now)
     return GatewayView(configured=True, breaker=gate.state, paused_s=gate.paused_s,
                        consecutive_failures=gate.failures, calls_per_minute=settings.calls_per_minute,
-                       budget_left=gate.budget_left, summaries_last_hour=summaries)
+                       budget_left=gate.budget_left, summaries_last_hour=summaries,
+                       tokens_per_day=[_token_day(d) for d in days])
+
+
+def _token_day(day: TokenDay) -> TokenDayView:
+    return TokenDayView(day=time.strftime("%Y-%m-%d", time.gmtime(day.day)), calls=day.calls,
+                        prompt_tokens=day.prompt, completion_tokens=day.completion, estimated_calls=day.estimated)
 
 
 async def group_summaries(client: redis.Redis, sinks: Sequence[SinkSettings]) -> list[GroupSummaryView]:

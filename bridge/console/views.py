@@ -66,6 +66,16 @@ class SinkView(View):
     open_groups: int
 
 
+class TokenDayView(View):
+    """One UTC day of model calls, fleet-wide (bridge.stores.trends)."""
+
+    day: str = Field(description="The UTC date, YYYY-MM-DD.")
+    calls: int = Field(description="Calls that reached the model (answers from the cache cost none).")
+    prompt_tokens: int
+    completion_tokens: int
+    estimated_calls: int = Field(description="Calls whose reply had no `usage`: counted as characters / 4.")
+
+
 class GatewayView(View):
     configured: bool
     breaker: BreakerView
@@ -74,6 +84,8 @@ class GatewayView(View):
     calls_per_minute: int = Field(description="The budget per minute (0: no limit).")
     budget_left: int | None = Field(description="Calls left in the current 60 s window (None: no limit).")
     summaries_last_hour: SummarySourceCounts
+    tokens_per_day: list[TokenDayView] = Field(default_factory=list, description="The model's calls and tokens "
+                                               "of the last 7 UTC days, today first.")
 
 
 class GroupSummaryView(View):

@@ -18,6 +18,7 @@ from bridge.summarize.prompt import load_system_prompt
 from bridge.summarize.reply import validate_draft
 from bridge.summarize.runbooks import RunbookCatalog
 from bridge.summarize.summarizer import Summarizer
+from bridge.summarize.tokens import TokenSink
 from bridge.telemetry.port import NO_TELEMETRY, Telemetry
 
 
@@ -33,9 +34,11 @@ def build_summarizer(
     batch_cache_writes: bool = False,
     formats: RecordFormat | None = None,
     telemetry: Telemetry = NO_TELEMETRY,
+    on_tokens: TokenSink | None = None,
 ) -> Summarizer:
     """`cache_writes=False` keeps the summary cache read-only (`summarize` without --cache);
-    `batch_cache_writes`: answers written a few ms later in batches (the service's drain)."""
+    `batch_cache_writes`: answers written a few ms later in batches (the service's drain);
+    `on_tokens`: where each model call's tokens go besides the metrics (the console's per-day counts)."""
     fallback = FallbackSummarizer(runbooks, settings.severity_for)
     oc = settings.openclaw
     if oc is None:
@@ -57,4 +60,5 @@ def build_summarizer(
         gate=FleetGate(client, oc),
         runbook_base=settings.runbooks.base_url,
         telemetry=telemetry,
+        on_tokens=on_tokens,
     )

@@ -43,7 +43,7 @@ from bridge.summarize.openclaw import GatewayBusy, GatewayClient
 from bridge.summarize.reply import content_of
 from bridge.summarize.salvage import Salvaged, salvage_reply
 from bridge.summarize.subject import Subject, subject_of
-from bridge.summarize.tokens import count_tokens, tokens_of
+from bridge.summarize.tokens import Tokens, TokenSink, count_tokens, tokens_of
 from bridge.telemetry.attributes import model_reply
 from bridge.telemetry.port import NO_TELEMETRY, Telemetry
 
@@ -88,8 +88,10 @@ class OpenClawSummarizer:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         runbook_base: str | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
+        on_tokens: TokenSink | None = None,
     ) -> None:
         self._telemetry = telemetry
+        self._on_tokens = on_tokens  # the day's tokens for the console (bridge.stores.trends)
         self._settings = settings
         self._runbook_base = runbook_base  # the one place links in model text may point to
         self._gateway = gateway
@@ -223,10 +225,15 @@ class OpenClawSummarizer:
                 )
             except SummaryError as exc:
                 call.fail(exc.reason)
-                count_tokens(self._metrics, self._settings.model or "default", "fallback", tokens)
+                self._count(tokens, "fallback")
                 raise
-        count_tokens(self._metrics, self._settings.model or "default", "openclaw", tokens)
+        self._count(tokens, "openclaw")
         return salvaged
+
+    def _count(self, tokens: Tokens, source: str) -> None:
+        count_tokens(self._metrics, self._settings.model or "default", source, tokens)
+        if self._on_tokens is not None:
+            self._on_tokens(tokens.prompt, tokens.completion, tokens.estimated)
 
     async def _failed(self, exc: SummaryError, admission: Admission) -> None:
         if exc.reason in QUALITY_REASONS:  # the gateway is up; only the reply was bad

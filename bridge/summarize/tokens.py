@@ -4,11 +4,13 @@ From the reply's `usage` (`prompt_tokens`, `completion_tokens`: OpenAI-compatibl
 the OpenClaw gateway) when it holds whole numbers; else estimated as characters / 4. Counted in
 `dlq_bridge_summary_tokens_total{model,source,kind}` (`source`: the summary the call ended in,
 `openclaw` or `fallback` when the reply was unusable; `kind`: prompt or completion) and the estimated
-calls in `dlq_bridge_summary_tokens_estimated_total{model}`.
+calls in `dlq_bridge_summary_tokens_estimated_total{model}`; the service also adds each call to the
+day's counts the console's overview shows (a `TokenSink`: bridge.stores.trends).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +18,7 @@ from bridge.core.metrics import Metrics
 
 CHARS_PER_TOKEN = 4
 MAX_TOKENS = 10_000_000  # a count beyond this is not believed (a hostile or broken `usage`)
+TokenSink = Callable[[int, int, bool], None]  # (prompt, completion, estimated) of one call
 
 
 @dataclass(frozen=True)

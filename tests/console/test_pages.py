@@ -40,6 +40,7 @@ from bridge.console.views import (
     SourceView,
     SummarySourceCounts,
     SummaryView,
+    TokenDayView,
     UndeliverableView,
 )
 from bridge.core.models import Severity, SummarySource
@@ -111,7 +112,13 @@ class HostileService(ConsoleService):
             sinks=[SinkView(name="slack", type="slack", health="degraded", health_detail=HOSTILE, queue_depth=2,
                             oldest_age_s=65, undeliverable=1, group_by="fingerprint", open_groups=1)],
             gateway=GatewayView(configured=True, breaker="closed", calls_per_minute=60, budget_left=42,
-                                summaries_last_hour=counts),
+                                summaries_last_hour=counts, tokens_per_day=[
+                                    TokenDayView(day="2023-11-14", calls=4, prompt_tokens=5200, completion_tokens=480,
+                                                 estimated_calls=1),
+                                    TokenDayView(day="2023-11-13", calls=0, prompt_tokens=0, completion_tokens=0,
+                                                 estimated_calls=0),
+                                    TokenDayView(day="2023-11-12", calls=2, prompt_tokens=2000, completion_tokens=200,
+                                                 estimated_calls=0)]),
             undeliverable=1, active_silences=1, read_only=self.read_only, latest=[hostile_entry(self.runbook)],
             retention=[RetentionNote(store=HOSTILE, count=9, cap=10, setting="[sources] archive_max"),
                        RetentionNote(store="dramatiq set dramatiq:billing.XQ (dramatiq)", count=3500, cap=3600,
@@ -256,6 +263,18 @@ async def test_the_overview_lists_what_is_failing_now_and_groups_newest_first() 
     assert "10.00 dead letters a second" in plan and "<b>900 MB</b>" in plan and "90 % of maxmemory (1,000 MB)" in plan
     assert "more than 70 %" in plan and "&lt;script&gt;" in plan
     assert 'role="alert"' in html.split('id="memory-plan"')[0][-60:], "past the share: a banner"
+
+
+async def test_the_overview_shows_the_models_tokens_per_day() -> None:
+    async with client_for(HostileService()) as client:
+        html = (await client.get("/console/")).text
+    table = html.split('id="tokens"', 1)[1].split("</table>", 1)[0]
+    today = table.split('data-day="2023-11-14"', 1)[1].split("</tr>", 1)[0]
+    assert '"num calls">4<' in today and "5,200" in today and ">480<" in today
+    assert "1,420" in today, "(5,200 + 480) / 4 tokens per call"
+    assert "1 of the calls had no usage" in today, "an estimated day says so"
+    assert 'data-day="2023-11-13"' not in table, "a day without a call is not listed"
+    assert "<th>3 days</th><td class=\"num\">6</td>" in table and "7,200" in table, "the week's total"
 
 
 async def test_read_only_mode_shows_no_token_box_and_no_action_button() -> None:
