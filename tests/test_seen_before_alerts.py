@@ -133,7 +133,8 @@ async def test_the_console_entry_page_shows_seen_before_for_a_cause_redriven_twi
             await r.drain()
             newest = (await r.api.get("/api/v1/search", params={"job": "ship_order"})).json()["entries"][0]["id"]
             if n < 3:
-                moved = await r.api.post("/api/v1/entry/redrive", params={"source": DLQ, "id": newest}, headers=AUTH)
+                moved = await r.api.post("/api/v1/entry/redrive", params={"source": DLQ, "id": newest}, headers=AUTH,
+                                         json={"note": f"warehouse back, try {n}\n<!here>"})
                 assert moved.status_code == 200
                 await aredis.rpop("orders")  # the worker takes it and fails again (the next lpush)
         entry = (await r.api.get("/api/v1/entry", params={"source": DLQ, "id": newest})).json()
@@ -145,4 +146,6 @@ async def test_the_console_entry_page_shows_seen_before_for_a_cause_redriven_twi
     assert "Seen before: 2 times in 30 days" in entry["seen_before"]
     said = entry["seen_before"]
     assert "Last time: redriven by alice" in said and "did not help 2 of the last 2" in said
+    assert 'note: "warehouse back, try 2 <!here>"' in said, "the console's note, as the CLI's --note, one line"
+    assert "warehouse back, try 2 &lt;!here&gt;" in page.text, "escaped on the page"
     assert page.status_code == 200 and 'id="seen-before"' in page.text and "redriven by alice" in page.text

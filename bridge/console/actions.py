@@ -1,7 +1,7 @@
 """The console's actions (every `/api/v1` POST/PUT/DELETE goes through `ConsoleActions`).
 
-    redrive_entry(source, entry_id, who)       -> ActionResult   back to its work queue + resolves
-    redrive_group(sink, group_key, who)        -> ActionResult   every member still in an archive
+    redrive_entry(source, entry_id, who, note) -> ActionResult   back to its work queue + resolves
+    redrive_group(sink, group_key, who, note)  -> ActionResult   every member still in an archive
     retry_undeliverable(record_id, who)        -> ActionResult   deliver the stored alert again
     retry_all_undeliverable(who)               -> ActionResult   each record, oldest first, as the CLI does
     discard_undeliverable(record_id, who)      -> ActionResult
@@ -87,22 +87,23 @@ class ConsoleActions:
 
     # --- redrive --------------------------------------------------------------------------
 
-    async def redrive_entry(self, source: str, entry_id: str, who: str) -> ActionResult:
+    async def redrive_entry(self, source: str, entry_id: str, who: str, note: str = "") -> ActionResult:
+        """As `dlq-bridge redrive QUEUE --job-id … --note …`: the note goes with the cause's history."""
         target = f"{source} {entry_id}"
-        ok, message = await self._redrive(source, entry_id, who)
+        ok, message = await self._redrive(source, entry_id, who, note)
         return await self._done(who, "redrive", target, ok, message, 1 if ok else 0)
 
-    async def _redrive(self, source: str, entry_id: str, who: str) -> tuple[bool, str]:
+    async def _redrive(self, source: str, entry_id: str, who: str, note: str) -> tuple[bool, str]:
         if self._service.is_kind(source) or names.work_queue(source) is None:
             return False, f"{source} is not a dead_letter: list; retry its jobs in the job system's own UI"
-        outcome = await self.redrive.entries(source, [entry_id], who, "redrive")
+        outcome = await self.redrive.entries(source, [entry_id], who, "redrive", note)
         if outcome.matched == 0:
             return False, "no such entry in the archive (already redriven?)"
         if outcome.moved == 0:
             return False, "the entry left the archive meanwhile"
         return True, f"moved to {names.display(outcome.plan.target)}{_notes(outcome)}"
 
-    async def redrive_group(self, sink: str, group_key: str, who: str) -> ActionResult:
+    async def redrive_group(self, sink: str, group_key: str, who: str, note: str = "") -> ActionResult:
         """Every member of the group (a cause group spans DLQs: each job back into its own DLQ's work
         queue), each archive read once; a member of another kind is left to its job system."""
         target = f"{sink} {group_key}"
@@ -118,7 +119,7 @@ class ConsoleActions:
                 by_source.setdefault(job.source, []).append(job.entry_id)
         moved, resolved = 0, set[str]()
         for source, entry_ids in by_source.items():
-            outcome = await self.redrive.entries(source, entry_ids, who, "redrive-group")
+            outcome = await self.redrive.entries(source, entry_ids, who, "redrive-group", note)
             moved, resolved = moved + outcome.moved, resolved | outcome.resolved
         message = f"{moved} of {len(group.jobs)} jobs moved back to their work queue"
         if resolved:

@@ -124,6 +124,11 @@ def who_of(body: ActionBody | None, header: str | None, caller: Principal | None
     return strip_invisible(name).strip()[:WHO_MAX] or "token"
 
 
+def note_of(body: ActionBody | None) -> str:
+    """A redrive's note (the CLI's `--note`); empty without one."""
+    return body.note if body is not None else ""
+
+
 def running_console(app: Any) -> Console | None:
     """The console of the running runtime (`app.state.console`); None while the bridge starts."""
     found: Console | None = getattr(app.state, "console", None)
@@ -269,12 +274,12 @@ def _redrives(router: APIRouter) -> None:
     @router.post("/entry/redrive", response_model=ActionResult, responses=_ERRORS)
     async def redrive_entry(c: Con, source: Source, id: EntryId, caller: Annotated[Principal, needs("redrive")],
                             body: Opt = None, who: Who = None) -> JSONResponse:
-        return _result(await c.actions.redrive_entry(source, id, who_of(body, who, caller)))
+        return _result(await c.actions.redrive_entry(source, id, who_of(body, who, caller), note_of(body)))
 
     @router.post("/group/redrive", response_model=ActionResult, responses=_ERRORS)
     async def redrive_group(c: Con, sink: Sink, key: GroupKey, caller: Annotated[Principal, needs("redrive-group")],
                             body: Opt = None, who: Who = None) -> JSONResponse:
-        return _result(await c.actions.redrive_group(sink, key, who_of(body, who, caller)))
+        return _result(await c.actions.redrive_group(sink, key, who_of(body, who, caller), note_of(body)))
 
     @router.post("/quarantine/redrive", response_model=ActionResult, responses=_ERRORS)
     async def redrive_quarantine(c: Con, source: Source, caller: Annotated[Principal, needs("redrive")],

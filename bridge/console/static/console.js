@@ -101,7 +101,10 @@
       return;
     }
     button.disabled = true;
-    act(button.dataset.label || button.textContent, button.dataset.method || "POST", button.dataset.api, {}).finally(function () {
+    const body = {};
+    const note = button.dataset.note ? document.getElementById(button.dataset.note) : null;
+    if (note && note.value.trim()) body.note = note.value.trim(); // kept with the cause's history
+    act(button.dataset.label || button.textContent, button.dataset.method || "POST", button.dataset.api, body).finally(function () {
       button.disabled = false;
     });
   }
