@@ -364,6 +364,37 @@ def test_redrive_from_the_page_returns_the_job_and_resolves_its_page(bridge: Bri
     assert resolve["dedup_key"] == job
 
 
+def test_a_cause_redriven_twice_says_so_on_its_page_and_its_next_card(
+    bridge: Bridge, tab: Tab, tmp_path: Path
+) -> None:
+    """Redriven from the page twice, with a note, and failed again each time: the third alert and its
+    page say so (seen before). Its screenshot is docs/img/console-seen-before.png."""
+    error = "LockNotAvailable: could not obtain lock on row in relation \"stock_levels\""
+    for n in (1, 2, 3):
+        job = bridge.push("orders-restock", job_name="restock_item", job_id=f"restock-{n}", last_error=error)
+        bridge.wait_archived("orders-restock")
+        if n == 3:
+            break
+        tab.page.goto(f"{bridge.url}/console/entry?source=dead_letter:orders-restock"
+                      f"&id={bridge.entry_id('orders-restock', job)}")
+        use_token(tab)
+        tab.page.fill("#redrive-note", f"lock holder killed, try {n}")
+        tab.page.click("button.act:has-text('Redrive')")
+        assert "Redrive" in result_text(tab)
+        assert bridge.redis.rpop("orders-restock") is not None, "the job went back to its work queue"
+    assert wait_for(lambda: sent_to(bridge.slack, job), 20)
+    card = json.dumps(sent_to(bridge.slack, job)[0])
+    assert "Seen before: 2 times in 30 days" in card and "did not help 2 of the last 2 times" in card
+    assert "lock holder killed, try 2" in card
+    tab.page.goto(f"{bridge.url}/console/entry?source=dead_letter:orders-restock"
+                  f"&id={bridge.entry_id('orders-restock', job)}")
+    seen = tab.page.inner_text("#seen-before")
+    assert "Seen before: 2 times in 30 days" in seen and "redriven by" in seen and "failed again" in seen
+    assert 'note: "lock holder killed, try 2"' in seen
+    print(f"\nthe third alert's Slack card: {card}\nits console page: {seen}")
+    tab.page.screenshot(path=str(shots(tmp_path) / "console-seen-before.png"), full_page=True)
+
+
 def test_retrying_an_undeliverable_from_the_page_delivers_it(bridge: Bridge, tab: Tab) -> None:
     kept, dropped = bridge.push("retry-billing", job_name="send_invoice"), bridge.push("retry-billing", job_name="x")
     assert wait_for(lambda: bridge.redis.llen(keys.UNDELIVERABLE) == 2, 20), "the two 410s make them undeliverable"
