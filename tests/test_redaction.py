@@ -53,6 +53,10 @@ def test_ordinary_key_names_are_kept(name: str) -> None:
         ("https://hooks.slack.com/services/T000/B000/XXXXXXXX failed", "XXXXXXXX"),
         ("card 4111 1111 1111 1111 declined", "4111 1111 1111 1111"),
         ("apiKey: 'quoted value here'", "quoted value here"),
+        # the value names its own scheme (found by test_hostile_input's fuzzing: the token leaked)
+        ("token: Bearer abcdefghijkl1234 rejected", "abcdefghijkl1234"),
+        ("Bearer = Bearer Zq7Xv9Kp2Lm4Nw8Rt6Yb3 passwordBearer =password", "Zq7Xv9Kp2Lm4Nw8Rt6Yb3"),
+        ("auth token=Basic dXNlcjpwYXNzd29yZA== refused", "dXNlcjpwYXNzd29yZA=="),
     ],
 )
 def test_secrets_inside_free_text_are_redacted(text: str, secret: str) -> None:

@@ -170,10 +170,11 @@ _KEY = _any(*sp.KEY_NEEDLES)
 _COMMON_RULES: tuple[_Rule | _KeyValueRule, ...] = (
     _Rule(sp.PRIVATE_KEY_BLOCK, lambda _m: REDACTED, _any("private key")),
     _Rule(sp.URL_USERINFO, lambda m: f"{m.group(1)}{REDACTED}@", _all(_any("://"), _any("@"))),
+    # key=value first: a scheme word before a key (`Bearer = api_key: "…"`) must not take the key away
+    _KeyValueRule(_all(_any("=", ":"), _KEY)),
     _Rule(
         sp.AUTH_SCHEME, lambda m: f"{m.group(1)}{m.group(2) or m.group(3)}{REDACTED}", _any("bearer", "basic", "token")
     ),
-    _KeyValueRule(_all(_any("=", ":"), _KEY)),
     _Rule(sp.XML_ELEMENT, lambda m: f"{m.group(1)}{REDACTED}", _all(_any("<"), _KEY)),
     _Rule(sp.TOKEN_SHAPES, lambda _m: REDACTED, _any(*sp.TOKEN_NEEDLES)),
 )
