@@ -159,7 +159,7 @@ async def open_runtime(
             summarizer = build_summarizer(
                 settings, runbooks, client, http, metrics, health,
                 cache_writes=cache_writes, batch_cache_writes=cache_writes, formats=formats, telemetry=telemetry,
-                on_tokens=trends.count_tokens,
+                on_tokens=trends.count_tokens if cache_writes else None,  # `summarize` leaves no trace
             )
             dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout, formats=formats,
                                           telemetry=telemetry)
