@@ -65,6 +65,7 @@ from bridge.summarize.factory import build_summarizer
 from bridge.summarize.runbooks import RunbookCatalog
 from tests.support.model_server import ModelServer, find_model, start_model_server
 from tests.support.openclaw_gateway import find_gateway, start_gateway
+from tests.support.redis_server import start_private_redis
 
 CORPORA = {name: Path(__file__).resolve().parent / "quality" / f"{name}.json"
            for name in ("corpus", "heldout", "heldout2")}
@@ -147,23 +148,25 @@ def pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.0f}%"
 
 
-def settings_for(url: str | None, response_format: str, timeout_s: float, per_cause: bool = True) -> Settings:
+def settings_for(url: str | None, response_format: str, timeout_s: float, redis_url: str,
+                 per_cause: bool = True) -> Settings:
     openclaw = None if url is None else {
         "url": url, "token": TOKEN, "cache_ttl_s": 0, "calls_per_minute": 0, "timeout_s": timeout_s,
         "breaker_failures": 1000, "max_concurrency": 1, "response_format": response_format,
         "summary_per_cause": per_cause}
-    return Settings(redis={"url": "redis://127.0.0.1:1/0", "consumer_id": "bench"}, openclaw=openclaw,
+    return Settings(redis={"url": redis_url, "consumer_id": "bench"}, openclaw=openclaw,
                     sinks=[{"name": "console", "type": "console"}])
 
 
 async def run_corpus(name: str, url: str | None, entries: list[dict[str, Any]], args: argparse.Namespace,
                      per_cause: bool = True) -> Row:
     row = Row(name)
-    settings = settings_for(url, args.response_format, args.timeout, per_cause)
+    settings = settings_for(url, args.response_format, args.timeout, args.redis_url, per_cause)
+    client = aioredis.Redis.from_url(args.redis_url)
     async with httpx.AsyncClient(trust_env=False) as http:
         runbooks = RunbookCatalog.load(Path(args.runbooks) if args.runbooks else None)
         metrics = Metrics()
-        summarizer = build_summarizer(settings, runbooks, aioredis.Redis(port=1), http, metrics, Health())
+        summarizer = build_summarizer(settings, runbooks, client, http, metrics, Health())
         for entry in entries:
             dl = dead_letter(entry)
             before = tokens_so_far(metrics)
@@ -187,6 +190,7 @@ async def run_corpus(name: str, url: str | None, entries: list[dict[str, Any]], 
                       f"rb={r['runbook']}{'' if r['runbook_ok'] else ' (miss)'} facts {r['facts']}/{r['facts_total']}"
                       f" {took:.1f}s {r['invented'] or ''}", flush=True)
         await summarizer.aclose()
+    await client.aclose()
     return row
 
 
@@ -228,7 +232,9 @@ async def run_config(config: str, entries: list[dict[str, Any]], args: argparse.
     favour(server.process.pid, args.favour)
     try:
         if path == "direct":
-            return await run_direct(model, server.url, entries, args)
+            rows = await run_direct(model, server.url, entries, args)
+            print(where_the_time_goes(server), flush=True)
+            return rows
         gateway = start_gateway(server.url, workdir / f"gw-{model}", token=TOKEN)
         favour(gateway.process.pid, args.favour)
         try:
@@ -243,6 +249,21 @@ async def run_config(config: str, entries: list[dict[str, Any]], args: argparse.
             gateway.stop()
     finally:
         server.stop()
+
+
+def where_the_time_goes(server: ModelServer) -> str:
+    """The model server's own split of its calls: evaluating the prompt (to the first token), then generating."""
+    calls = [json.loads(line) for line in server.calls]
+    if not calls:
+        return "  model server: no call logged"
+    first = statistics.median(c.get("first_token_seconds", 0.0) for c in calls)
+    rates = [c["usage"]["completion_tokens"] / (c["seconds"] - c["first_token_seconds"])
+             for c in calls if c.get("first_token_seconds") is not None and c["seconds"] > c["first_token_seconds"]]
+    grammar = statistics.median(c.get("grammar_seconds", 0.0) for c in calls)
+    whole = statistics.median(c.get("call_seconds", c["seconds"]) for c in calls)
+    return (f"  model server, {len(calls)} calls: median {whole:.1f} s a call: grammar {grammar:.1f} s, "
+            f"prompt {first:.1f} s (to the first token), then generating at "
+            f"{statistics.median(rates) if rates else 0:.1f} tokens/s")
 
 
 async def run_direct(model: str, url: str, entries: list[dict[str, Any]], args: argparse.Namespace) -> list[Row]:
@@ -268,12 +289,15 @@ async def main(args: argparse.Namespace) -> None:
           f"response_format {args.response_format}; model threads {args.threads}; favour {args.favour}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="dlq-bench-quality-"))
     rows = []
+    redis_server = start_private_redis(appendonly=False)  # the gate and cache talk to a real Redis, as in
+    args.redis_url = redis_server.url  # the service (a dead one made each summary ~3.5 s slower: retries)
     try:
         for config in args.config:
             for row in await run_config(config, entries, args, workdir):
                 rows.append(row)
                 print(row.line(), f"(load {os.getloadavg()[0]:.1f})", flush=True)
     finally:
+        redis_server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     print("\n| configuration | alerts | openclaw | repaired | runbook fits | facts stated | invented | s med / max"
           " | tokens in / out |")

@@ -14,7 +14,9 @@
 //
 // Options (or env): --model (MODEL_PATH), --port (PORT, 0 = any free),
 // --threads (MODEL_THREADS, 2), --context (MODEL_CONTEXT, 8192),
-// --max-tokens (MODEL_MAX_TOKENS, 512), --log (MODEL_SERVER_LOG: a JSON line per call).
+// --max-tokens (MODEL_MAX_TOKENS, 512), --log (MODEL_SERVER_LOG: a JSON line per call, with its
+// seconds, first_token_seconds (the prompt's evaluation), grammar_seconds (building the grammar) and
+// usage).
 import http from "node:http";
 import fs from "node:fs";
 import path from "node:path";
@@ -89,18 +91,24 @@ async function grammarFor(format) {
 }
 
 async function complete(body, onChunk) {
+  const called = Date.now();
   const { system, history, prompt } = toHistory(body.messages ?? []);
   const grammar = await grammarFor(body.response_format);
+  const grammarSeconds = (Date.now() - called) / 1000;
   const session = new LlamaChatSession({ contextSequence: sequence, systemPrompt: system, autoDisposeSequence: false });
   try {
     session.setChatHistory([{ type: "system", text: system }, ...history]);
     const maxTokens = Math.min(Number(body.max_tokens ?? body.max_completion_tokens ?? maxTokensCap), maxTokensCap);
     const started = Date.now();
+    let firstToken = null; // prompt evaluation ends where the first token comes out
     const text = await session.prompt(prompt, {
       grammar,
       temperature: Number(body.temperature ?? 0),
       maxTokens,
-      onTextChunk: onChunk,
+      onTextChunk: (chunk) => {
+        firstToken ??= Date.now();
+        onChunk?.(chunk);
+      },
     });
     const promptChars = system.length + prompt.length + history.reduce((n, h) => n + (h.text ?? h.response?.join("") ?? "").length, 0);
     const usage = {
@@ -109,7 +117,10 @@ async function complete(body, onChunk) {
     };
     usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
     if (args.log) {
-      const line = { at: new Date().toISOString(), seconds: (Date.now() - started) / 1000, system_chars: system.length,
+      const line = { at: new Date().toISOString(), seconds: (Date.now() - started) / 1000,
+        first_token_seconds: ((firstToken ?? Date.now()) - started) / 1000, grammar_seconds: grammarSeconds,
+        call_seconds: (Date.now() - called) / 1000,
+        system_chars: system.length,
         prompt_chars: promptChars, usage, response_format: body.response_format?.type ?? null, stream: !!body.stream,
         messages: (body.messages ?? []).length, tools: (body.tools ?? []).length };
       fs.appendFileSync(args.log, JSON.stringify(line) + "\n");
