@@ -51,6 +51,9 @@ _WRAPPED = re.compile(
 )
 # Identifying but useless to the model; left out of the user message.
 _NOT_FOR_THE_MODEL = {"fingerprint", "raw_digest"}
+# A field with no value is left out (tokens the model evaluates for every dead letter), except these:
+# the system prompt says what a null `last_error` means.
+_SHOWN_WHEN_NULL = {"last_error"}
 
 
 def default_prompt_dir() -> Path:
@@ -92,8 +95,12 @@ class Context:
 
 
 def envelope_json(dead_letter: DeadLetter) -> str:
-    """The envelope as one line of JSON, redacted once more on the way out (defence in depth)."""
-    fields: dict[str, Any] = dead_letter.model_dump(mode="json", exclude=_NOT_FOR_THE_MODEL)
+    """The envelope as one line of JSON without empty fields, redacted once more on the way out
+    (defence in depth)."""
+    dumped: dict[str, Any] = dead_letter.model_dump(mode="json", exclude=_NOT_FOR_THE_MODEL)
+    fields = {k: v for k, v in dumped.items() if v is not None or k in _SHOWN_WHEN_NULL}
+    if fields.get("reported_queue") == fields.get("queue"):  # the same name twice
+        fields.pop("reported_queue", None)
     return json.dumps(redact_value(fields), ensure_ascii=False, sort_keys=True)
 
 
