@@ -70,6 +70,7 @@ from bridge.console.views import (
     GroupSummaryView,
     GroupView,
     Overview,
+    RedriveBody,
     SilenceCreate,
     SilenceView,
     SourceView,
@@ -124,7 +125,7 @@ def who_of(body: ActionBody | None, header: str | None, caller: Principal | None
     return strip_invisible(name).strip()[:WHO_MAX] or "token"
 
 
-def note_of(body: ActionBody | None) -> str:
+def note_of(body: RedriveBody | None) -> str:
     """A redrive's note (the CLI's `--note`); empty without one."""
     return body.note if body is not None else ""
 
@@ -160,6 +161,7 @@ def needs(action: str) -> Any:
 Con = Annotated[Console, Depends(get_console)]
 Who = Annotated[str | None, Header(alias="X-Console-User", max_length=WHO_MAX)]
 Opt = Annotated[ActionBody | None, Body()]
+RedriveOpt = Annotated[RedriveBody | None, Body()]
 Reader = Annotated[Principal, needs("read")]
 Source = Annotated[str, Query(min_length=1, max_length=1024)]
 EntryId = Annotated[str, Query(min_length=1, max_length=64)]
@@ -273,12 +275,12 @@ def _result(result: ActionResult) -> JSONResponse:
 def _redrives(router: APIRouter) -> None:
     @router.post("/entry/redrive", response_model=ActionResult, responses=_ERRORS)
     async def redrive_entry(c: Con, source: Source, id: EntryId, caller: Annotated[Principal, needs("redrive")],
-                            body: Opt = None, who: Who = None) -> JSONResponse:
+                            body: RedriveOpt = None, who: Who = None) -> JSONResponse:
         return _result(await c.actions.redrive_entry(source, id, who_of(body, who, caller), note_of(body)))
 
     @router.post("/group/redrive", response_model=ActionResult, responses=_ERRORS)
     async def redrive_group(c: Con, sink: Sink, key: GroupKey, caller: Annotated[Principal, needs("redrive-group")],
-                            body: Opt = None, who: Who = None) -> JSONResponse:
+                            body: RedriveOpt = None, who: Who = None) -> JSONResponse:
         return _result(await c.actions.redrive_group(sink, key, who_of(body, who, caller), note_of(body)))
 
     @router.post("/quarantine/redrive", response_model=ActionResult, responses=_ERRORS)

@@ -306,11 +306,15 @@ class SilenceCreate(BaseModel):
 
 
 class ActionBody(BaseModel):
-    """Optional body of an action: who did it (else the X-Console-User header, else `token`) and, for a
-    redrive, why (`note`, as `dlq-bridge redrive --note`: kept with the cause's history and shown on
-    its next alert, bridge.core.seen_before)."""
+    """Optional body of an action: who did it (else the X-Console-User header, else `token`)."""
 
     model_config = ConfigDict(extra="forbid")
 
     author: str | None = Field(default=None, max_length=200)
-    note: str = Field(default="", max_length=1000, description="A redrive's note (one line of 200 kept).")
+
+
+class RedriveBody(ActionBody):
+    """A redrive's optional body: who, and why (`note`, as `dlq-bridge redrive --note`: kept with the
+    cause's history and shown on its next alert, bridge.core.seen_before)."""
+
+    note: str = Field(default="", max_length=1000, description="Why now (one line of 200 characters kept).")
