@@ -38,6 +38,8 @@ SHARED = {  # where a test's node id starts: the unit it belongs to
     "tests/console/test_sign_in.py": "tests/console/test_sign_in.py",
     "tests/test_deploy_manifests.py": "tests/test_deploy_manifests.py",
     "tests/test_import_contracts.py": "tests/test_import_contracts.py",  # both write import-linter's cache
+    # the previous release, built once into ~/.cache by one worker (scripts/install-previous-release)
+    "tests/compat/test_rolling_upgrade.py": "tests/compat/test_rolling_upgrade.py",
 }
 
 _WIDER = ("session", "package", "module", "class")
