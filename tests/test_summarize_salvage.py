@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from bridge.core.errors import SummaryError
 from bridge.core.models import Severity
 from bridge.summarize.reply import URL_REMOVED
-from bridge.summarize.salvage import Defaults, cut_at_word, salvage_reply
+from bridge.summarize.salvage import Defaults, Shown, cut_at_word, salvage_reply
 
 IDS = frozenset({"timeout", "auth-failed", "rate-limited"})
 DEFAULTS = Defaults(runbook_hint="timeout", severity=Severity.WARNING, next_steps=("Check the upstream",))
@@ -87,6 +87,29 @@ def test_an_unknown_severity_is_the_routed_one(severity: object) -> None:
 
 def test_severity_in_another_case_is_read_without_a_repair() -> None:
     assert salvage({**GOOD, "severity": " Critical "}).draft.severity == Severity.CRITICAL
+
+
+RATE_LIMITED = "a dependency asked us to slow down: 429, rate limit reached, throttled, quota exceeded, 529 overloaded"
+DNS = "a host name could not be resolved: getaddrinfo failed, Temporary failure in name resolution"
+
+
+def test_a_cause_that_copies_a_shown_runbook_line_is_the_fallbacks_cause() -> None:
+    """Seen on the held-out set: the 1.5B model wrote the rate-limited runbook's line as the cause,
+    `529 overloaded` and all, for an HTTP 429 (it stated what the failure did not hold)."""
+    error = "AxiosError: Request failed with status code 429"
+    copied = {**GOOD, "likely_cause": f"rate-limited: {RATE_LIMITED}"}
+    shown = Shown((RATE_LIMITED, DNS), error)
+    found = salvage_reply(json.dumps(copied), IDS, Defaults(likely_cause=error), shown=shown)
+    assert found.draft.likely_cause == error and found.repairs == ("likely_cause",)
+    own_words = {**GOOD, "likely_cause": "The API asked the worker to slow down (HTTP 429)."}
+    assert salvage_reply(json.dumps(own_words), IDS, DEFAULTS, shown=shown).repairs == ()
+
+
+def test_a_cause_quoting_the_error_is_kept_even_where_a_runbook_line_says_the_same() -> None:
+    error = "socket.gaierror: [Errno -3] Temporary failure in name resolution"
+    quoting = {**GOOD, "likely_cause": "The worker got Temporary failure in name resolution for the SMTP host."}
+    found = salvage_reply(json.dumps(quoting), IDS, DEFAULTS, shown=Shown((DNS,), error))
+    assert found.repairs == () and "Temporary failure in name resolution" in found.draft.likely_cause
 
 
 def test_extra_keys_are_dropped_and_recorded() -> None:

@@ -84,6 +84,10 @@ class LazyDefaults:
         return self._made.runbook_hint
 
     @property
+    def likely_cause(self) -> str:
+        return fallback_cause(self._dl)
+
+    @property
     def severity(self) -> Severity:
         return self._made.severity
 

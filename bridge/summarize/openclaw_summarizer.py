@@ -41,7 +41,7 @@ from bridge.stores.summary_cache import Coalescer, SummaryCache
 from bridge.summarize.fallback import FallbackSummarizer
 from bridge.summarize.openclaw import GatewayBusy, GatewayClient
 from bridge.summarize.reply import content_of
-from bridge.summarize.salvage import Salvaged, salvage_reply
+from bridge.summarize.salvage import Salvaged, Shown, salvage_reply
 from bridge.summarize.subject import Subject, subject_of
 from bridge.summarize.tokens import Tokens, TokenSink, count_tokens, tokens_of
 from bridge.telemetry.attributes import model_reply
@@ -202,8 +202,10 @@ class OpenClawSummarizer:
     async def _ask(self, subject: Subject, history: SeenBefore | None) -> Salvaged:
         letter = subject.defaults_letter()
         cause = subject.cause or cause_of(letter.last_error, letter.parse_error)
-        messages = subject.messages(self._system_prompt, self._fallback.context(letter, cause.condition, history))
+        context = self._fallback.context(letter, cause.condition, history)
+        messages = subject.messages(self._system_prompt, context)
         defaults = self._fallback.defaults(letter)
+        shown = Shown(tuple(rb.get("use_when", "") for rb in context.runbooks), letter.last_error or "")
         self.calls += 1
         model = self._settings.model or f"openclaw/{self._settings.agent}"
         with self._telemetry.model_call(model, subject.key) as call:
@@ -221,7 +223,7 @@ class OpenClawSummarizer:
             tokens = tokens_of(messages, response)
             try:
                 salvaged = salvage_reply(
-                    content_of(response), self._runbook_ids, defaults, runbook_base=self._runbook_base
+                    content_of(response), self._runbook_ids, defaults, runbook_base=self._runbook_base, shown=shown
                 )
             except SummaryError as exc:
                 call.fail(exc.reason)

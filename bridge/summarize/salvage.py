@@ -13,6 +13,9 @@ on its own and a bad one is repaired, never trusted:
 |                | an id with a path, `.md`, other case          | that id                                  |
 | `title`        | over 120 characters after cleaning           | cut at a word boundary, `…`              |
 | `likely_cause` | over 500 characters after cleaning           | cut at a word boundary, `…`              |
+|                | copies a runbook line the model was shown    | the fallback's cause (the error itself)  |
+|                | (32 characters in a row the dead letter does |                                          |
+|                | not hold: it describes the runbook)          |                                          |
 | `next_steps`   | over 4 steps / empty or non-text steps       | the first 4 / dropped                    |
 |                | none left (or not a list)                    | the fallback runbook's steps             |
 |                | a step over 200 characters                   | cut at a word boundary                   |
@@ -41,6 +44,7 @@ CAUSE_MAX = 500
 STEP_MAX = 200
 HINT_MAX = 64
 MAX_STEPS = 4
+COPY_WINDOW = 32  # characters in a row of a shown runbook line that make a cause a copy of it
 KNOWN_KEYS = frozenset(SummaryDraft.model_fields)
 REPAIRABLE = ("title", "likely_cause", "severity", "next_steps", "runbook_hint", "extra_keys")
 _SEVERITIES = {s.value: s for s in Severity}
@@ -54,6 +58,7 @@ class Defaults:
     severity: Severity = Severity.ERROR
     next_steps: tuple[str, ...] = ("Inspect the entry with `dlq-bridge peek`",)
     ruled_out: frozenset[str] = frozenset()  # ids the dead letter contradicts (no parse error, an error recorded)
+    likely_cause: str = "The job failed; read its last error."
 
 
 class Fallbacks(Protocol):
@@ -62,6 +67,9 @@ class Fallbacks(Protocol):
 
     @property
     def runbook_hint(self) -> str: ...
+
+    @property
+    def likely_cause(self) -> str: ...
 
     @property
     def severity(self) -> Severity: ...
@@ -154,17 +162,40 @@ def _hint(value: object, runbook_ids: Collection[str], defaults: Fallbacks, repa
     return meant if meant in runbook_ids and meant not in defaults.ruled_out else defaults.runbook_hint
 
 
+@dataclass(frozen=True)
+class Shown:
+    """What the model was shown that is not the failure: the runbooks' use-when lines; and the dead
+    letter's own text (`letter`), which a cause may quote even where a runbook line says the same."""
+
+    lines: tuple[str, ...] = ()
+    letter: str = ""
+
+    def copied_in(self, text: str) -> bool:
+        """`text` holds COPY_WINDOW characters in a row of a shown line that the dead letter does not."""
+        folded, letter = text.casefold(), self.letter.casefold()
+        for line in (line.casefold() for line in self.lines):
+            for start in range(0, len(line) - COPY_WINDOW + 1, 4):
+                window = line[start:start + COPY_WINDOW]
+                if window in folded and window not in letter:
+                    return True
+        return False
+
+
 def salvage(
     found: dict[str, Any],
     runbook_ids: Collection[str],
     defaults: Fallbacks,
     *,
     runbook_base: str | None = None,
+    shown: Shown = Shown(),
 ) -> Salvaged:
     """A valid draft from a reply object, repairing fields one by one; SummaryError(schema) if it cannot."""
     repairs = _Repairs()
     title = _required(found, "title", TITLE_MAX, repairs, runbook_base)
     cause = _required(found, "likely_cause", CAUSE_MAX, repairs, runbook_base)
+    if shown.copied_in(cause):  # the runbook's description, not this failure's cause
+        cause = defaults.likely_cause
+        repairs.note("likely_cause")
     if set(found) - KNOWN_KEYS:
         repairs.note("extra_keys")
     draft = SummaryDraft(
@@ -183,9 +214,10 @@ def salvage_reply(
     defaults: Fallbacks | None = None,
     *,
     runbook_base: str | None = None,
+    shown: Shown = Shown(),
 ) -> Salvaged:
     """The reply text salvaged into a draft; SummaryError(invalid_json | schema) when it cannot be."""
     found = extract_json_object(content)
     if found is None:
         raise SummaryError("invalid_json", "reply holds no JSON object")
-    return salvage(found, runbook_ids, defaults or Defaults(), runbook_base=runbook_base)
+    return salvage(found, runbook_ids, defaults or Defaults(), runbook_base=runbook_base, shown=shown)
