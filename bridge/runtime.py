@@ -138,8 +138,10 @@ async def open_runtime(
     transport: httpx.AsyncBaseTransport | None = None,
     stdout: TextIO | None = None,
     cache_writes: bool = True,
+    daily_tokens: bool = True,
 ) -> AsyncIterator[Runtime]:
-    """Build, yield and finally close every component (`cache_writes=False`: a read-only summary cache)."""
+    """Build, yield and finally close every component (`cache_writes=False`: a read-only summary cache;
+    `daily_tokens=False`: the model's calls are not added to the console's tokens per day)."""
     with contextlib.ExitStack() as stack:
         url = redis_url(settings, stack)
         runbooks = RunbookCatalog.load(settings.runbooks.dir)
@@ -159,7 +161,7 @@ async def open_runtime(
             summarizer = build_summarizer(
                 settings, runbooks, client, http, metrics, health,
                 cache_writes=cache_writes, batch_cache_writes=cache_writes, formats=formats, telemetry=telemetry,
-                on_tokens=trends.count_tokens if cache_writes else None,  # `summarize` leaves no trace
+                on_tokens=trends.count_tokens if daily_tokens else None,
             )
             dispatcher = build_dispatcher(settings, client, http, metrics, health, stdout, formats=formats,
                                           telemetry=telemetry)

@@ -57,6 +57,7 @@ def test_ordinary_key_names_are_kept(name: str) -> None:
         ("token: Bearer abcdefghijkl1234 rejected", "abcdefghijkl1234"),
         ("Bearer = Bearer Zq7Xv9Kp2Lm4Nw8Rt6Yb3 passwordBearer =password", "Zq7Xv9Kp2Lm4Nw8Rt6Yb3"),
         ("auth token=Basic dXNlcjpwYXNzd29yZA== refused", "dXNlcjpwYXNzd29yZA=="),
+        ("passworda-a-a-a-=>Bearer Bearer Zq7Xv9Kp2Lm4Nw8Rt6Yb3  passworda-a-a-a-=>Bearer ", "Zq7Xv9Kp2Lm4Nw8Rt6Yb3"),
     ],
 )
 def test_secrets_inside_free_text_are_redacted(text: str, secret: str) -> None:

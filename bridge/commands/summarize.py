@@ -89,7 +89,8 @@ async def run_async(
 ) -> int:
     """The command body: `given` entry, else the next one of `--queue`; prints to `out`."""
     cache_writes = bool(getattr(args, "cache", False))
-    async with open_runtime(settings, stdout=io.StringIO(), cache_writes=cache_writes) as runtime:
+    # a one-off look: only --cache writes (the cache), never the fleet's tokens per day
+    async with open_runtime(settings, stdout=io.StringIO(), cache_writes=cache_writes, daily_tokens=False) as runtime:
         found = given or await read_queue(runtime, args.queue)
         if isinstance(found, str):
             print(f"summarize: {found}", file=sys.stderr)

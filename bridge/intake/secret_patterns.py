@@ -65,7 +65,7 @@ KEY_NAME = (
 # What follows a key: `=`, `:`, `=>`, with optional quotes (also JSON-escaped ones).
 _SEPARATOR = r"""(?:\\?["'])?\s*(?:=>|[=:])\s*"""
 # The value: a marker already there, a (JSON-escaped) quoted string, a flat
-# object, or a bare word (with the scheme it names: `token: Bearer abc`). An
+# object, or a bare word (with the schemes it names: `token: Bearer abc`). An
 # unterminated string runs to the end of the text.
 _VALUE = (
     r"""(?:\[REDACTED(?::[0-9a-f]{8})?\]"""
@@ -73,7 +73,7 @@ _VALUE = (
     r"""|"(?:[^"\\]|\\.)*(?:"|$)"""
     r"""|'(?:[^'\\]|\\.)*(?:'|$)"""
     r"""|\{[^{}]*(?:\}|$)"""
-    r"""|(?i:(?:bearer|basic|token)\s+)?[^\s,;&"'<>(){}\[\]]+)"""
+    r"""|(?i:(?:bearer|basic|token)\s+)*[^\s,;&"'<>(){}\[\]]+)"""
 )
 # A key and its separator; the value is matched from there, up to the next key at most.
 KEY_SEPARATOR = compile_re2(rf"(?i)\b{KEY_NAME}{_SEPARATOR}")
@@ -90,7 +90,7 @@ URL_USERINFO = compile_re2(r"""(?i)\b([a-z][a-z0-9+.-]*://)[^\s:/?#@'"<>]*:[^\s'
 # `Bearer abc…`, `token=abc`, and `token: Bearer abc…` whole (the value may name its own scheme).
 AUTH_SCHEME = compile_re2(
     r"(?i)\b(bearer|basic|token)(?:(\s+)[A-Za-z0-9._~+/=-]{8,}"
-    r"|(\s*[:=]\s*)(?:(?:bearer|basic|token)\s+)?[A-Za-z0-9._~+/=-]+)"
+    r"|(\s*[:=]\s*)(?:(?:bearer|basic|token)\s+)*[A-Za-z0-9._~+/=-]+)"
 )
 # Token shapes with a recognisable prefix, one alternation, one scan.
 TOKEN_SHAPES = compile_re2(
