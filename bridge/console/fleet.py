@@ -74,13 +74,14 @@ def _health(health: Health | None, sink: str) -> tuple[HealthState, str]:
 
 
 async def gateway_view(
-    client: redis.Redis, settings: OpenClawSettings | None, summaries: SummarySourceCounts, now: float
+    client: redis.Redis, settings: OpenClawSettings | None, summaries: SummarySourceCounts,
+    trends: TrendStore, now: float,
 ) -> GatewayView:
     if settings is None:
         return GatewayView(configured=False, breaker="unknown", calls_per_minute=0, budget_left=None,
                            summaries_last_hour=summaries)
     gate = await read_gate(client, settings)
-    days = await TrendStore(client).tokens_per_day(now)
+    days = await trends.tokens_per_day(now)
     return GatewayView(configured=True, breaker=gate.state, paused_s=gate.paused_s,
                        consecutive_failures=gate.failures, calls_per_minute=settings.calls_per_minute,
                        budget_left=gate.budget_left, summaries_last_hour=summaries,

@@ -141,7 +141,7 @@ class ConsoleService:
             sources=sources,
             groups=await self.groups(),
             sinks=sinks,
-            gateway=await gateway_view(self._redis, self._settings.openclaw, _total(sources), now),
+            gateway=await gateway_view(self._redis, self._settings.openclaw, _total(sources), self.trends, now),
             undeliverable=await self._undeliverable.depth(),
             active_silences=sum(1 for s in silences if s.active(now)),
             read_only=self.read_only,
