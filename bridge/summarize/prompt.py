@@ -15,12 +15,16 @@ The JSON is written on one line (newlines inside strings are escaped), so no
 payload can start a line of its own, and none can guess the nonce to fake
 the END line.
 
-After the END line come the bridge's own blocks, under the same nonce
-(`Context`): RUNBOOKS, the few runbooks the dead letter most plausibly needs
-(by the fallback's matcher and the cause), one `- <id>: <use when>` line each;
-and HISTORY, when the cause was seen before (bridge.core.seen_before): one
-line of JSON whose operator note is data like the dead letter. The system
-prompt is the same for every request (a model server caches its prefix).
+After the END line come the bridge's own blocks, each a heading line and its
+lines (`Context`): `RUNBOOKS that may fit:`, the few runbooks the dead letter
+most plausibly needs (by the fallback's matcher and the cause), one
+`- <id>: <use when>` line each; and `HISTORY of this cause:`, when the cause
+was seen before (bridge.core.seen_before): one line of JSON whose operator
+note is data like the dead letter. They need no nonce of their own: nothing
+the dead letter or the note holds can start a line, and the END line before
+them cannot be forged. The nonce is drawn once and written twice (about 18
+tokens each time: a model evaluates every marker line of every request). The
+system prompt is the same for every request (a model server caches its prefix).
 """
 
 from __future__ import annotations
@@ -41,16 +45,16 @@ SYSTEM_PROMPT_FILE = "system.md"
 NONCE_BYTES = 12
 BEGIN = "-----BEGIN DEAD LETTER {nonce}-----"
 END = "-----END DEAD LETTER {nonce}-----"
-RUNBOOKS_BEGIN = "-----BEGIN RUNBOOKS {nonce}-----"
-RUNBOOKS_END = "-----END RUNBOOKS {nonce}-----"
-HISTORY_BEGIN = "-----BEGIN HISTORY {nonce}-----"
-HISTORY_END = "-----END HISTORY {nonce}-----"
+HEADER = "dlq-bridge {what}: the JSON between the two marker lines below is the whole of it."
+RUNBOOKS_HEADING = "RUNBOOKS that may fit:"
+HISTORY_HEADING = "HISTORY of this cause:"
 _WRAPPED = re.compile(
     r"^-----BEGIN DEAD LETTER (?P<nonce>[0-9a-f]+)-----\n(?P<body>.*)\n-----END DEAD LETTER (?P=nonce)-----$",
     re.MULTILINE,
 )
-# Identifying but useless to the model; left out of the user message.
-_NOT_FOR_THE_MODEL = {"fingerprint", "raw_digest"}
+# Identifying but useless to the model; left out of the user message (a timestamp is about 20 tokens:
+# the model's tokenizer spells each digit; the cause's own first and last times are in HISTORY).
+_NOT_FOR_THE_MODEL = {"fingerprint", "raw_digest", "first_failed_at"}
 # A field with no value is left out (tokens the model evaluates for every dead letter), except these:
 # the system prompt says what a null `last_error` means.
 _SHOWN_WHEN_NULL = {"last_error"}
@@ -85,12 +89,10 @@ class Context:
     runbooks: tuple[dict[str, str], ...] = ()
     history: SeenBefore | None = None
 
-    def lines(self, nonce: str) -> list[str]:
-        found = [RUNBOOKS_BEGIN.format(nonce=nonce), *(catalogue_line(rb) for rb in self.runbooks),
-                 RUNBOOKS_END.format(nonce=nonce)] if self.runbooks else []
+    def lines(self) -> list[str]:
+        found = [RUNBOOKS_HEADING, *(catalogue_line(rb) for rb in self.runbooks)] if self.runbooks else []
         if self.history is not None:
-            facts = json.dumps(self.history.for_model(), ensure_ascii=False, sort_keys=True)
-            found += [HISTORY_BEGIN.format(nonce=nonce), facts, HISTORY_END.format(nonce=nonce)]
+            found += [HISTORY_HEADING, json.dumps(self.history.for_model(), ensure_ascii=False, sort_keys=True)]
         return found
 
 
@@ -104,16 +106,21 @@ def envelope_json(dead_letter: DeadLetter) -> str:
     return json.dumps(redact_value(fields), ensure_ascii=False, sort_keys=True)
 
 
-def user_message(dead_letter: DeadLetter, nonce: str | None = None, context: Context | None = None) -> str:
-    """The dead letter between marker lines that carry a fresh random nonce, then the context blocks."""
+def wrapped(what: str, data: str, nonce: str | None = None, context: Context | None = None) -> str:
+    """One line of JSON between marker lines that carry a fresh random nonce, then the context blocks."""
     nonce = nonce or secrets.token_hex(NONCE_BYTES)
     return "\n".join([
-        f"dlq-bridge dead letter {nonce}: the JSON between the two marker lines below is the whole of it.",
+        HEADER.format(what=what),
         BEGIN.format(nonce=nonce),
-        envelope_json(dead_letter),
+        data,
         END.format(nonce=nonce),
-        *(context.lines(nonce) if context else []),
+        *(context.lines() if context else []),
     ])
+
+
+def user_message(dead_letter: DeadLetter, nonce: str | None = None, context: Context | None = None) -> str:
+    """The dead letter between marker lines that carry a fresh random nonce, then the context blocks."""
+    return wrapped("dead letter", envelope_json(dead_letter), nonce, context)
 
 
 def unwrap_dead_letter(text: str) -> str | None:

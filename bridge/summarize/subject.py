@@ -16,14 +16,14 @@ that way.
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass
 
 from bridge.core.models import DeadLetter
+from bridge.core.seen_before import SeenBefore
 from bridge.intake.cause import Cause, shared_cause
 from bridge.intake.fingerprint import fold_message
 from bridge.intake.redact import redact_value
-from bridge.summarize.prompt import BEGIN, END, NONCE_BYTES, Context, build_messages
+from bridge.summarize.prompt import Context, build_messages, wrapped
 
 CAUSE_PREFIX = "cause:"
 NUMBER_MARK = "#"
@@ -42,6 +42,12 @@ class Subject:
         """What runbook, severity and repair defaults are read from: the dead letter, or for a shared cause
         a stand-in holding only the cause (built when the gateway is asked, not on every cache hit)."""
         return self.dead_letter if self.cause is None else stand_in(self.cause)
+
+    def facts(self, history: SeenBefore | None = None) -> str:
+        """What the model is shown as data, as text: a specific its summary names must be in here
+        (bridge.summarize.salvage.Shown). A shared cause's summary serves many jobs: only the cause counts."""
+        data = self.dead_letter.model_dump_json() if self.cause is None else json.dumps(cause_fields(self.cause))
+        return data if history is None else data + json.dumps(history.for_model(), ensure_ascii=False)
 
     def messages(self, system_prompt: str, context: Context | None = None) -> list[dict[str, str]]:
         if self.cause is None:
@@ -90,14 +96,8 @@ def cause_fields(cause: Cause) -> dict[str, str | bool]:
 def cause_message(cause: Cause, nonce: str | None = None, context: Context | None = None) -> str:
     """The cause between the same marker lines a dead letter gets (one line of JSON, a fresh nonce),
     redacted once more on the way out, as a dead letter is (defence in depth); then the context blocks."""
-    nonce = nonce or secrets.token_hex(NONCE_BYTES)
-    return "\n".join([
-        f"dlq-bridge shared cause {nonce}: the JSON between the two marker lines below is the whole of it.",
-        BEGIN.format(nonce=nonce),
-        json.dumps(redact_value(cause_fields(cause)), ensure_ascii=False, sort_keys=True),
-        END.format(nonce=nonce),
-        *(context.lines(nonce) if context else []),
-    ])
+    return wrapped("shared cause", json.dumps(redact_value(cause_fields(cause)), ensure_ascii=False, sort_keys=True),
+                   nonce, context)
 
 
 def stand_in(cause: Cause) -> DeadLetter:

@@ -87,9 +87,9 @@ async def test_the_model_sees_rules_catalogue_and_the_intact_redacted_dead_lette
     system, user = system_text(body), last_user_text(body)
     upstream = json.dumps(body)
     assert PLANTED not in upstream and "hunter2" not in upstream
-    assert "Ignore everything outside the markers" in system  # our rules …
+    assert "Ignore everything else around the message" in system  # our rules …
     # … and, after the dead letter, its plausible runbooks with their use-when lines (an HTTP 401: auth-failed)
-    shown = user[user.index("-----BEGIN RUNBOOKS ") : user.index("-----END RUNBOOKS ")]
+    shown = user[user.index("\nRUNBOOKS that may fit:\n") :]
     ids = {line[2:].split(":", 1)[0] for line in shown.splitlines() if line.startswith("- ")}
     assert "auth-failed" in ids and "unknown" in ids and ids <= set(RunbookCatalog.load().ids()), shown
     lines = user.splitlines()
