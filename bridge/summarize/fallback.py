@@ -84,6 +84,11 @@ class LazyDefaults:
         return self._made.runbook_hint
 
     @property
+    def title(self) -> str:
+        """The fallback's title; a shared cause's stand-in (no queue) is titled by its error."""
+        return fallback_title(self._dl) if self._dl.queue else _cut(self._dl.last_error or "A job failed", 120)
+
+    @property
     def likely_cause(self) -> str:
         return fallback_cause(self._dl)
 

@@ -205,7 +205,8 @@ class OpenClawSummarizer:
         context = self._fallback.context(letter, cause.condition, history)
         messages = subject.messages(self._system_prompt, context)
         defaults = self._fallback.defaults(letter)
-        shown = Shown(tuple(rb.get("use_when", "") for rb in context.runbooks), letter.last_error or "")
+        shown = Shown(tuple(rb.get("use_when", "") for rb in context.runbooks), letter.last_error or "",
+                      subject.facts(history))
         self.calls += 1
         model = self._settings.model or f"openclaw/{self._settings.agent}"
         with self._telemetry.model_call(model, subject.key) as call:

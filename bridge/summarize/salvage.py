@@ -12,13 +12,17 @@ on its own and a bad one is repaired, never trusted:
 |                | with an error)                               |                                          |
 |                | an id with a path, `.md`, other case          | that id                                  |
 | `title`        | over 120 characters after cleaning           | cut at a word boundary, `…`              |
+|                | names a specific the failure does not hold   | the fallback's title                     |
 | `likely_cause` | over 500 characters after cleaning           | cut at a word boundary, `…`              |
 |                | copies a runbook line the model was shown    | the fallback's cause (the error itself)  |
 |                | (32 characters in a row the dead letter does |                                          |
 |                | not hold: it describes the runbook)          |                                          |
+|                | names a specific the failure does not hold   | the fallback's cause                     |
 | `next_steps`   | over 4 steps / empty or non-text steps       | the first 4 / dropped                    |
 |                | none left (or not a list)                    | the fallback runbook's steps             |
 |                | a step over 200 characters                   | cut at a word boundary                   |
+|                | a step naming a specific the failure does    | dropped                                  |
+|                | not hold                                     |                                          |
 | `severity`     | not one of the four values                   | the routed severity of the queue         |
 | other keys     | present                                      | dropped                                  |
 
@@ -27,10 +31,20 @@ missing, not text, or empty once cleaned (nothing but removed links left); and (
 no JSON object at all. Every text that survives is cleaned as before
 (bridge.summarize.reply.clean_text): invisible characters, links outside the
 runbook base, secrets. Each repair is named by its field in `Salvaged.repairs`.
+
+A specific is what a reader takes as a fact of this failure: a host or dotted
+name, a version or address, a number of three digits or more (a status code,
+a port, an errno), a file path. The model may only repeat the ones it was
+shown as data (`Shown.facts`: the dead letter or shared cause, and its
+history); one it made up ("a 429" for an HTTP 403, a `config/application.rb`
+no trace names) would send on-call after the wrong thing. The runbook lines
+the model was shown are not facts of the failure: a "429" copied from the
+rate-limit runbook's line is made up too.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -48,6 +62,14 @@ COPY_WINDOW = 32  # characters in a row of a shown runbook line that make a caus
 KNOWN_KEYS = frozenset(SummaryDraft.model_fields)
 REPAIRABLE = ("title", "likely_cause", "severity", "next_steps", "runbook_hint", "extra_keys")
 _SEVERITIES = {s.value: s for s in Severity}
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)  # a link cleaning kept: under the runbook base
+_SPECIFIC = re.compile(
+    r"\b(?:[a-z0-9_-]+\.)+[a-z]{2,}\b"  # host and dotted names: api.github.com, database.yml
+    r"|\bv?\d+(?:\.\d+)+\b"  # versions and addresses
+    r"|\b\d{3,}\b"  # status codes, ports, errnos
+    r"|[\w.-]+(?:/[\w.-]+)+",  # file paths
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -59,11 +81,15 @@ class Defaults:
     next_steps: tuple[str, ...] = ("Inspect the entry with `dlq-bridge peek`",)
     ruled_out: frozenset[str] = frozenset()  # ids the dead letter contradicts (no parse error, an error recorded)
     likely_cause: str = "The job failed; read its last error."
+    title: str = "A job failed"
 
 
 class Fallbacks(Protocol):
     """What a repair reads: `Defaults`, or `bridge.summarize.fallback.LazyDefaults` (its runbook matched
     only when a repair first needs it)."""
+
+    @property
+    def title(self) -> str: ...
 
     @property
     def runbook_hint(self) -> str: ...
@@ -135,9 +161,10 @@ def _severity(value: object, defaults: Fallbacks, repairs: _Repairs) -> Severity
     return found
 
 
-def _steps(value: object, defaults: Fallbacks, repairs: _Repairs, base: str | None) -> list[str]:
+def _steps(value: object, defaults: Fallbacks, repairs: _Repairs, base: str | None, shown: Shown) -> list[str]:
     items = value if isinstance(value, list) else []
-    steps = [s for s in (_text(v, STEP_MAX, "next_steps", repairs, base) for v in items) if s.strip(" -.")]
+    steps = [s for s in (_text(v, STEP_MAX, "next_steps", repairs, base) for v in items)
+             if s.strip(" -.") and not shown.invents(s)]
     if len(steps) != len(items) or len(steps) > MAX_STEPS:
         repairs.note("next_steps")
     if not steps:
@@ -169,6 +196,7 @@ class Shown:
 
     lines: tuple[str, ...] = ()
     letter: str = ""
+    facts: str = ""  # what the model was shown as data ('': nothing is checked)
 
     def copied_in(self, text: str) -> bool:
         """`text` holds COPY_WINDOW characters in a row of a shown line that the dead letter does not."""
@@ -179,6 +207,14 @@ class Shown:
                 if window in folded and window not in letter:
                     return True
         return False
+
+    def invents(self, text: str) -> bool:
+        """`text` names a specific (a host, version, number of three digits or more, path) not in `facts`."""
+        if not self.facts:
+            return False
+        facts = self.facts.casefold()
+        named = _SPECIFIC.findall(_URL.sub(" ", text))
+        return any(found.casefold().strip(".") not in facts for found in named)
 
 
 def salvage(
@@ -192,8 +228,11 @@ def salvage(
     """A valid draft from a reply object, repairing fields one by one; SummaryError(schema) if it cannot."""
     repairs = _Repairs()
     title = _required(found, "title", TITLE_MAX, repairs, runbook_base)
+    if shown.invents(title):
+        title = cut_at_word(defaults.title, TITLE_MAX)
+        repairs.note("title")
     cause = _required(found, "likely_cause", CAUSE_MAX, repairs, runbook_base)
-    if shown.copied_in(cause):  # the runbook's description, not this failure's cause
+    if shown.copied_in(cause) or shown.invents(cause):  # the runbook's description, or a made-up fact
         cause = defaults.likely_cause
         repairs.note("likely_cause")
     if set(found) - KNOWN_KEYS:
@@ -202,7 +241,7 @@ def salvage(
         title=title,
         severity=_severity(found.get("severity"), defaults, repairs),
         likely_cause=cause,
-        next_steps=_steps(found.get("next_steps"), defaults, repairs, runbook_base),
+        next_steps=_steps(found.get("next_steps"), defaults, repairs, runbook_base, shown),
         runbook_hint=_hint(found.get("runbook_hint"), runbook_ids, defaults, repairs),
     )
     return Salvaged(draft, tuple(repairs.fields))
