@@ -68,7 +68,7 @@ from tests.support.openclaw_gateway import find_gateway, start_gateway
 from tests.support.redis_server import start_private_redis
 
 CORPORA = {name: Path(__file__).resolve().parent / "quality" / f"{name}.json"
-           for name in ("corpus", "heldout", "heldout2")}
+           for name in ("corpus", "heldout", "heldout2", "heldout3")}
 CORPUS = CORPORA["corpus"]
 TOKEN = "bench-quality-token"
 _CLAIMS = re.compile(
@@ -80,12 +80,12 @@ _CLAIMS = re.compile(
 
 
 def corpus_paths(name: str) -> list[Path]:
-    """`corpus` (default), `heldout`, `heldout2`, `heldout-all` (the held-out files), `both` (corpus and
-    heldout, in that order), or a path to a file in the same format."""
+    """`corpus` (default), `heldout`, `heldout2`, `heldout3`, `heldout-all` (the held-out files), `both`
+    (corpus and heldout, in that order), or a path to a file in the same format."""
     if name == "both":
         return [CORPORA["corpus"], CORPORA["heldout"]]
     if name == "heldout-all":
-        return [CORPORA["heldout"], CORPORA["heldout2"]]
+        return [CORPORA["heldout"], CORPORA["heldout2"], CORPORA["heldout3"]]
     return [CORPORA.get(name) or Path(name)]
 
 
