@@ -6,8 +6,10 @@
 //
 // Prints one line `listening <port>` on stdout once the model is loaded.
 // Endpoints: GET /v1/models, POST /v1/chat/completions (stream false or true).
-// `response_format` is honoured: json_schema -> a grammar from the schema,
-// json_object -> the JSON grammar, absent or text -> free text. One call runs
+// `response_format` is honoured: json_schema -> a grammar from the schema (one
+// line: no newlines or indentation between members), json_object -> the JSON
+// grammar, absent or text -> free text. `frequency_penalty` and
+// `presence_penalty` are OpenAI's (off unless sent). One call runs
 // at a time (a CPU model serves one sequence); the others wait in order. The
 // evaluated prefix is kept between calls, so a repeated system prompt is not
 // evaluated again.
@@ -21,7 +23,15 @@ import http from "node:http";
 import fs from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { pathToFileURL, fileURLToPath } from "node:url";
 import { getLlama, LlamaChatSession } from "node-llama-cpp";
+
+// node-llama-cpp's JSON-schema grammar generator, reached by its file (the package exports only its
+// index): `createGrammarForJsonSchema` always allows a newline and indentation between members,
+// which a small model takes, at a token or two a line.
+const nodeLlamaDist = path.dirname(fileURLToPath(import.meta.resolve("node-llama-cpp")));
+const { getGbnfGrammarForGbnfJsonSchema } = await import(
+  pathToFileURL(path.join(nodeLlamaDist, "utils", "gbnfJson", "getGbnfGrammarForGbnfJsonSchema.js")).href);
 
 const { values: args } = parseArgs({
   options: {
@@ -80,14 +90,36 @@ function toHistory(messages) {
   return { system, history, prompt };
 }
 
+// One JSON object on one line: a space at most between tokens of the structure, no newlines
+// (OpenAI's structured outputs are compact too). Kept per schema: the bridge sends the same one.
+const compactGrammars = new Map();
+function compactGrammarFor(schema) {
+  const key = JSON.stringify(schema);
+  if (!compactGrammars.has(key)) {
+    const grammar = getGbnfGrammarForGbnfJsonSchema(schema, { allowNewLines: false });
+    compactGrammars.set(key, llama.createGrammar({ grammar, stopGenerationTriggers: ["\n\n\n\n"], trimWhitespaceSuffix: true }));
+  }
+  return compactGrammars.get(key);
+}
+
 async function grammarFor(format) {
   if (!format || typeof format !== "object") return undefined;
   if (format.type === "json_object") return jsonGrammar;
   if (format.type === "json_schema") {
     const schema = format.json_schema?.schema ?? format.schema;
-    return schema ? llama.createGrammarForJsonSchema(schema) : jsonGrammar;
+    return schema ? compactGrammarFor(schema) : jsonGrammar;
   }
   return undefined;
+}
+
+// OpenAI's penalties are additive and off unless asked for; node-llama-cpp's default is a
+// multiplicative penalty of 1.1 over the last 64 tokens (on every sampled token, and it pushes a JSON
+// reply's repeated keys, quotes and brackets off the greedy pick).
+function repeatPenaltyOf(body) {
+  const frequencyPenalty = Number(body.frequency_penalty ?? 0);
+  const presencePenalty = Number(body.presence_penalty ?? 0);
+  if (!frequencyPenalty && !presencePenalty) return false;
+  return { penalty: 1, frequencyPenalty, presencePenalty, lastTokens: 64 };
 }
 
 async function complete(body, onChunk) {
@@ -104,6 +136,7 @@ async function complete(body, onChunk) {
     const text = await session.prompt(prompt, {
       grammar,
       temperature: Number(body.temperature ?? 0),
+      repeatPenalty: repeatPenaltyOf(body),
       maxTokens,
       onTextChunk: (chunk) => {
         firstToken ??= Date.now();
