@@ -119,7 +119,9 @@ def facts_stated(summary: Summary, facts: list[str]) -> int:
 
 def invented(summary: Summary, dl: DeadLetter) -> list[str]:
     """Hosts, URLs, versions and numbers in the model's text that the dead letter does not hold."""
-    source = json.dumps(dl.model_dump(mode="json")).lower()
+    fields = dl.model_dump(mode="json")
+    # the JSON (numbers, names) and the texts as written (JSON escapes a quote inside a URL)
+    source = " ".join([json.dumps(fields), *(v for v in fields.values() if isinstance(v, str))]).lower()
     model_text = " ".join([summary.title, summary.likely_cause, *summary.next_steps])
     return [c for c in _CLAIMS.findall(model_text) if c.lower().strip(".") not in source]
 
