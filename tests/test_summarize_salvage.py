@@ -148,6 +148,17 @@ def test_a_title_naming_a_host_the_failure_does_not_hold_is_the_fallbacks_title(
     assert found.draft.title == "sync: SyncReposJob failed after 25 attempts" and found.repairs == ("title",)
 
 
+def test_a_title_or_cause_that_is_a_runbook_or_its_line_is_the_fallbacks() -> None:
+    """Seen through the real gateway on heldout3: a cause reading `lock-deadlock`, and a title that was
+    the permission-denied runbook's line."""
+    line = "the caller is known but not allowed: not authorized to perform, AccessDenied"
+    reply = {**GOOD, "title": f"permission-denied: {line}", "likely_cause": "timeout."}
+    defaults = Defaults(title="media: upload_image failed after 3 attempts", likely_cause="PermissionDenied: 403 …")
+    found = salvage_reply(json.dumps(reply), IDS, defaults, shown=Shown((line,), "PermissionDenied: 403 …"))
+    assert found.draft.title == defaults.title and found.draft.likely_cause == defaults.likely_cause
+    assert found.repairs == ("title", "likely_cause")
+
+
 def test_extra_keys_are_dropped_and_recorded() -> None:
     result = salvage({**GOOD, "mention": "<!channel>", "url": "https://evil.example"})
     assert result.repairs == ("extra_keys",)

@@ -12,12 +12,14 @@ on its own and a bad one is repaired, never trusted:
 |                | with an error)                               |                                          |
 |                | an id with a path, `.md`, other case          | that id                                  |
 | `title`        | over 120 characters after cleaning           | cut at a word boundary, `…`              |
-|                | names a specific the failure does not hold   | the fallback's title                     |
+|                | names a specific the failure does not hold,  | the fallback's title                     |
+|                | copies a shown runbook line, or is an id     |                                          |
 | `likely_cause` | over 500 characters after cleaning           | cut at a word boundary, `…`              |
 |                | copies a runbook line the model was shown    | the fallback's cause (the error itself)  |
 |                | (32 characters in a row the dead letter does |                                          |
 |                | not hold: it describes the runbook)          |                                          |
-|                | names a specific the failure does not hold   | the fallback's cause                     |
+|                | names a specific the failure does not hold,  | the fallback's cause                     |
+|                | or is a runbook id                           |                                          |
 | `next_steps`   | over 4 steps / empty or non-text steps       | the first 4 / dropped                    |
 |                | none left (or not a list)                    | the fallback runbook's steps             |
 |                | a step over 200 characters                   | cut at a word boundary                   |
@@ -173,6 +175,11 @@ def _steps(value: object, defaults: Fallbacks, repairs: _Repairs, base: str | No
     return steps[:MAX_STEPS]
 
 
+def _names_a_runbook(text: str, runbook_ids: Collection[str]) -> bool:
+    """The whole text is a runbook id (`lock-deadlock` as a cause): it names a page, not this failure."""
+    return normalize_hint(text.strip(" .")) in runbook_ids
+
+
 def normalize_hint(value: str) -> str:
     """`runbooks/failures/Timeout.md` → `timeout`: the id a model meant, if it wrote a path or a file."""
     hint = value.strip().strip("`'\"").lower().rsplit("/", 1)[-1]
@@ -228,12 +235,12 @@ def salvage(
     """A valid draft from a reply object, repairing fields one by one; SummaryError(schema) if it cannot."""
     repairs = _Repairs()
     title = _required(found, "title", TITLE_MAX, repairs, runbook_base)
-    if shown.invents(title):
+    if shown.copied_in(title) or shown.invents(title) or _names_a_runbook(title, runbook_ids):
         title = cut_at_word(defaults.title, TITLE_MAX)
         repairs.note("title")
     cause = _required(found, "likely_cause", CAUSE_MAX, repairs, runbook_base)
-    if shown.copied_in(cause) or shown.invents(cause):  # the runbook's description, or a made-up fact
-        cause = defaults.likely_cause
+    if shown.copied_in(cause) or shown.invents(cause) or _names_a_runbook(cause, runbook_ids):
+        cause = defaults.likely_cause  # the runbook's description or id, or a made-up fact
         repairs.note("likely_cause")
     if set(found) - KNOWN_KEYS:
         repairs.note("extra_keys")
