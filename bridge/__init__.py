@@ -1,3 +1,3 @@
 """dlq-bridge: dead letters in, actionable alerts out."""
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
