@@ -157,6 +157,8 @@ def test_a_title_or_cause_that_is_a_runbook_or_its_line_is_the_fallbacks() -> No
     found = salvage_reply(json.dumps(reply), IDS, defaults, shown=Shown((line,), "PermissionDenied: 403 …"))
     assert found.draft.title == defaults.title and found.draft.likely_cause == defaults.likely_cause
     assert found.repairs == ("title", "likely_cause")
+    own = {**GOOD, "title": "orders: charge_card failed / timeout", "likely_cause": "The PSP call hit a timeout."}
+    assert salvage_reply(json.dumps(own), IDS, defaults, shown=Shown((line,), "")).repairs == ()
 
 
 def test_extra_keys_are_dropped_and_recorded() -> None:

@@ -177,7 +177,7 @@ def _steps(value: object, defaults: Fallbacks, repairs: _Repairs, base: str | No
 
 def _names_a_runbook(text: str, runbook_ids: Collection[str]) -> bool:
     """The whole text is a runbook id (`lock-deadlock` as a cause): it names a page, not this failure."""
-    return normalize_hint(text.strip(" .")) in runbook_ids
+    return text.strip(" .`'\"").lower() in runbook_ids
 
 
 def normalize_hint(value: str) -> str:
