@@ -49,6 +49,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 
 from bridge.core.errors import SummaryError
@@ -219,9 +220,13 @@ class Shown:
         """`text` names a specific (a host, version, number of three digits or more, path) not in `facts`."""
         if not self.facts:
             return False
-        facts = self.facts.casefold()
         named = _SPECIFIC.findall(_URL.sub(" ", text))
-        return any(found.casefold().strip(".") not in facts for found in named)
+        return any(found.casefold().strip(".") not in self._folded_facts for found in named)
+
+    @cached_property
+    def _folded_facts(self) -> str:
+        """`facts` casefolded once: a reply's title, cause and every step are checked against it."""
+        return self.facts.casefold()
 
 
 def salvage(
