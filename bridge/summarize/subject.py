@@ -46,7 +46,7 @@ class Subject:
     def facts(self, history: SeenBefore | None = None) -> str:
         """What the model is shown as data, as text: a specific its summary names must be in here
         (bridge.summarize.salvage.Shown). A shared cause's summary serves many jobs: only the cause counts."""
-        data = self.dead_letter.model_dump_json() if self.cause is None else json.dumps(cause_fields(self.cause))
+        data = self.dead_letter.model_dump_json() if self.cause is None else cause_json(self.cause)
         return data if history is None else data + json.dumps(history.for_model(), ensure_ascii=False)
 
     def messages(self, system_prompt: str, context: Context | None = None) -> list[dict[str, str]]:
@@ -96,8 +96,12 @@ def cause_fields(cause: Cause) -> dict[str, str | bool]:
 def cause_message(cause: Cause, nonce: str | None = None, context: Context | None = None) -> str:
     """The cause between the same marker lines a dead letter gets (one line of JSON, a fresh nonce),
     redacted once more on the way out, as a dead letter is (defence in depth); then the context blocks."""
-    return wrapped("shared cause", json.dumps(redact_value(cause_fields(cause)), ensure_ascii=False, sort_keys=True),
-                   nonce, context)
+    return wrapped("shared cause", cause_json(cause), nonce, context)
+
+
+def cause_json(cause: Cause) -> str:
+    """The cause's fields as the model reads them: one line of JSON, redacted once more."""
+    return json.dumps(redact_value(cause_fields(cause)), ensure_ascii=False, sort_keys=True)
 
 
 def stand_in(cause: Cause) -> DeadLetter:
